@@ -1,0 +1,92 @@
+"""Compare graph outputs with eager outputs: fast on success, detailed on failure."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from .findings import Mismatch
+
+__all__ = ["tolerances", "compare", "Locator"]
+
+# (rtol, atol) per dtype, as torch.testing.assert_close uses by default.
+_TOL = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+}
+
+Locator = Callable[[int], dict]  # flat row index -> {"request": r, "token": t} (or other coordinates)
+
+
+def tolerances(dtype: torch.dtype, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
+    """Default (rtol, atol) for ``dtype``; fp8 and other narrow floats compare with bf16's."""
+    r, a = _TOL.get(dtype, (1.6e-2, 1e-5) if dtype.is_floating_point else (0.0, 0.0))
+    return (r if rtol is None else rtol, a if atol is None else atol)
+
+
+def _close(g: torch.Tensor, e: torch.Tensor, rtol: float, atol: float, bitwise: bool) -> torch.Tensor:
+    if bitwise or not g.dtype.is_floating_point:
+        if g.dtype.is_floating_point:
+            return (g == e) | (g.isnan() & e.isnan())
+        return g == e
+    gf, ef = g.float(), e.float()
+    return torch.isclose(gf, ef, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def compare(
+    name: str,
+    graph: torch.Tensor,
+    eager: torch.Tensor,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    bitwise: bool = False,
+    locate: Locator | None = None,
+    max_positions: int = 8,
+) -> Mismatch | None:
+    """None when ``graph`` matches ``eager``; else a :class:`Mismatch` with the first positions.
+
+    Shapes must agree; a shape difference is itself a mismatch (count = all).
+    """
+    if graph.shape != eager.shape:
+        return Mismatch(
+            tensor=name, count=max(graph.numel(), eager.numel()), total=max(graph.numel(), eager.numel()),
+            max_abs=float("inf"), max_rel=float("inf"),
+            first=[{"note": f"shape {tuple(graph.shape)} (graph) vs {tuple(eager.shape)} (eager)"}],
+        )
+    if graph.numel() == 0:
+        return None
+    r, a = tolerances(eager.dtype, rtol, atol)
+    if eager.device != graph.device:
+        eager = eager.to(graph.device)
+    ok = _close(graph, eager, r, a, bitwise)
+    if bool(ok.all()):
+        return None
+    bad = (~ok).reshape(-1)
+    idx = bad.nonzero().reshape(-1)
+    gf = graph.reshape(-1).float() if graph.dtype.is_floating_point else graph.reshape(-1).double()
+    ef = eager.reshape(-1).float() if eager.dtype.is_floating_point else eager.reshape(-1).double()
+    diff = (gf - ef).abs()
+    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+    rel = diff / ef.abs().clamp_min(1e-12)
+    max_abs = float(diff[idx].max())
+    max_rel = float(rel[idx].max())
+    row_size = int(graph[0].numel()) if graph.dim() > 0 and graph.shape[0] > 0 else 1
+    first = []
+    for i in idx[:max_positions].tolist():
+        pos = {"index": list(_unravel(i, tuple(graph.shape))), "graph": float(gf[i]), "eager": float(ef[i])}
+        if locate is not None:
+            pos.update(locate(i // max(row_size, 1)))
+        first.append(pos)
+    return Mismatch(name, int(idx.numel()), int(graph.numel()), max_abs, max_rel, first)
+
+
+def _unravel(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for s in reversed(shape):
+        out.append(i % s)
+        i //= s
+    return tuple(reversed(out))

@@ -1,0 +1,28 @@
+"""Engines: ``cuda`` (real CUDA graphs) and ``emulate`` (CPU emulation of capture and replay)."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import Engine, Graph, as_outputs
+
+__all__ = ["Engine", "Graph", "as_outputs", "get_engine", "ENGINES"]
+
+ENGINES = ("auto", "cuda", "emulate")
+
+
+def get_engine(name: str | Engine = "auto", device=None) -> Engine:
+    """``auto``: cuda when a GPU is visible, else emulate."""
+    if isinstance(name, Engine):
+        return name
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "emulate"
+    if name == "cuda":
+        from .cuda import CudaEngine
+
+        return CudaEngine(device)
+    if name == "emulate":
+        from .emulate import EmulatorEngine
+
+        return EmulatorEngine(device or "cpu")
+    raise ValueError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")

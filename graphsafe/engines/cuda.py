@@ -1,0 +1,76 @@
+"""Real CUDA graphs: warm-up on a side stream, capture into a shared pool, replay."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .base import Engine, Graph, as_outputs
+from .recording import Recorder
+
+__all__ = ["CudaEngine"]
+
+
+class CudaEngine(Engine):
+    """Captures with ``torch.cuda.CUDAGraph``; all sizes of one target share one memory pool."""
+
+    name = "cuda"
+
+    def __init__(self, device: int | str | torch.device | None = None):
+        if not torch.cuda.is_available():
+            raise RuntimeError("engine='cuda' needs an NVIDIA GPU; none is visible. Use engine='emulate' or 'auto'.")
+        self._device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+        if self._device.index is None:
+            self._device = torch.device("cuda", torch.cuda.current_device())
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def new_pool(self) -> Any:
+        return torch.cuda.graph_pool_handle()
+
+    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int]) -> Recorder:
+        torch.cuda.synchronize(self._device)
+        side = torch.cuda.Stream(self._device)
+        side.wait_stream(torch.cuda.current_stream(self._device))
+        rec = Recorder("observe", learn_writes=True, skip_keys=skip_keys)
+        with torch.cuda.stream(side):
+            with rec:
+                fn()
+            for _ in range(runs - 1):
+                fn()
+        torch.cuda.current_stream(self._device).wait_stream(side)
+        torch.cuda.synchronize(self._device)
+        return rec
+
+    def prescreen(self, fn: Callable[[], Any]) -> None:
+        prev = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode(prev)
+        torch.cuda.synchronize(self._device)
+
+    def capture(self, fn: Callable[[], Any], *, pool: Any, size: int) -> Graph:
+        graph = torch.cuda.CUDAGraph()
+        rec = Recorder("capture")
+        with rec:
+            with torch.cuda.graph(graph, pool=pool):
+                outs = as_outputs(fn())
+        torch.cuda.synchronize(self._device)
+        return Graph(outs, rec, graph.replay, size, {"cuda_graph": graph})
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self._device)
+
+    def healthy(self) -> bool:
+        """A broken capture can leave the context unusable; probe it with a tiny op."""
+        try:
+            torch.cuda.synchronize(self._device)
+            x = torch.ones(4, device=self._device)
+            return bool((x + 1).sum().item() == 8)
+        except Exception:
+            return False

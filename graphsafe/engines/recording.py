@@ -1,0 +1,450 @@
+"""Record what a captured region launches: every aten op and every Triton kernel.
+
+One :class:`Recorder` serves both engines.  During capture it sees each aten op
+(``TorchDispatchMode``) and each Triton launch (a wrapper around the launcher's
+``run``), and writes down what the capture freezes: tensor arguments by storage
+(the pointer), and every host value (Python scalars, the evaluated grid,
+constexprs, meta-parameters, autotuned configs).  The emulator also keeps what
+it needs to re-execute those launches.
+
+The same recorder in *observe* mode watches an eager ``forward()`` so that the
+frozen-host-value probe can diff the launches a batch needs against the ones
+the graph froze.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import triton_env
+
+__all__ = [
+    "TensorArg",
+    "Launch",
+    "ExternalBuffer",
+    "Recorder",
+    "CaptureError",
+    "user_frame",
+    "SYNC_OPS",
+]
+
+_local = threading.local()
+
+# aten ops that read device data back to the host (or have data-dependent shapes).
+SYNC_OPS = {
+    "aten::_local_scalar_dense",
+    "aten::nonzero",
+    "aten::nonzero_static",
+    "aten::masked_select",
+    "aten::_unique2",
+    "aten::unique_consecutive",
+    "aten::unique_dim",
+    "aten::equal",
+    "aten::is_nonzero",
+    "aten::repeat_interleave",
+}
+# Factory ops whose result is uninitialised: a real graph does not touch the memory on replay.
+_NO_REPLAY = {"aten::empty", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided", "aten::empty_like"}
+
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # graphsafe/
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+class CaptureError(RuntimeError):
+    """forward() did something a CUDA graph cannot capture (host sync on graph data)."""
+
+    def __init__(self, message: str, where: str = ""):
+        super().__init__(message)
+        self.where = where
+
+
+def user_frame(skip: int = 0) -> str:
+    """``file:line in func`` of the innermost frame outside graphsafe, torch and triton."""
+    f = sys._getframe(skip + 1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not (
+            fn.startswith(_HERE + os.sep + "engines")
+            or fn.startswith(_HERE + os.sep + "_internal")
+            or fn.startswith(_TORCH)
+            or os.sep + "triton" + os.sep in fn
+            or fn.startswith(os.path.dirname(contextlib.__file__))
+            or os.sep + "graphsafe" + os.sep + "checker" in fn
+        ):
+            return f"{os.path.relpath(fn) if not fn.startswith('..') else fn}:{f.f_lineno} in {f.f_code.co_name}"
+        f = f.f_back
+    return "<unknown>"
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor argument as the graph sees it: a pointer plus a layout."""
+
+    key: int
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    internal: bool
+
+    def short(self) -> str:
+        return f"Tensor{list(self.shape)}:{self.dtype.replace('torch.', '')}"
+
+
+@dataclass
+class Launch:
+    """One recorded launch: an aten op or a Triton kernel."""
+
+    kind: str  # "aten" or "triton"
+    name: str
+    args: dict[str, Any]  # name -> TensorArg or frozen host value
+    grid: tuple | None = None
+    where: str = ""
+    writes: tuple[str, ...] = ()  # argument names written (aten schema)
+
+    def host_values(self) -> dict[str, Any]:
+        return {k: v for k, v in self.args.items() if not isinstance(v, TensorArg)}
+
+    def tensor_args(self) -> dict[str, TensorArg]:
+        return {k: v for k, v in self.args.items() if isinstance(v, TensorArg)}
+
+
+@dataclass
+class ExternalBuffer:
+    """Memory the graph reads that was not allocated by the graph itself."""
+
+    key: int
+    nbytes: int
+    device: str
+    dtype: str
+    address: int
+    weak: Any = None  # StorageWeakRef
+    handle: Any = None  # strong UntypedStorage (emulator only)
+    first_use: str = ""
+    kernels: list[str] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        """Does anything besides the graph still hold this memory?"""
+        if self.handle is not None:
+            return torch._C._storage_Use_Count(self.handle._cdata) > 1
+        return not self.weak.expired()
+
+
+def _schema_writes(func) -> tuple[str, ...]:
+    out = []
+    for a in func._schema.arguments:
+        if a.alias_info is not None and a.alias_info.is_write:
+            out.append(a.name)
+    return tuple(out)
+
+
+def _freeze(v: Any) -> Any:
+    """A comparable, printable form of a host value."""
+    if isinstance(v, (int, float, bool, str)) or v is None:
+        return v
+    if isinstance(v, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if hasattr(v, "value") and type(v).__name__ == "constexpr":
+        return _freeze(v.value)
+    return repr(v)
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, rec: "Recorder"):
+        super().__init__()
+        self.rec = rec
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        rec = self.rec
+        if rec.suspended:
+            return func(*args, **kwargs)
+        return rec._on_aten(func, args, kwargs)
+
+
+_orig_runs: dict[type, Callable] = {}
+
+
+def _install_triton_hooks() -> None:
+    """Wrap ``run`` of Triton's JIT (and interpreted) kernels once per process."""
+    classes = []
+    try:
+        from triton.runtime.jit import JITFunction
+
+        classes.append(JITFunction)
+    except Exception:  # pragma: no cover - no triton
+        return
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except Exception:  # pragma: no cover
+        pass
+    for cls in classes:
+        if cls in _orig_runs:
+            continue
+        orig = cls.run
+        _orig_runs[cls] = orig
+
+        def run(self, *args, grid, warmup, _orig=orig, **kwargs):
+            rec: Recorder | None = getattr(_local, "recorder", None)
+            if rec is None or warmup or rec.suspended or triton_env.autotune_benchmarking():
+                return _orig(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return rec._on_triton(self, _orig, args, kwargs, grid)
+
+        cls.run = run
+
+
+class Recorder:
+    """Context manager that records launches issued inside it.
+
+    ``mode="capture"`` (default): keep weak references to external memory (CUDA
+    engine).  ``mode="emulate"``: also keep a replayable program (emulator).
+    ``mode="observe"``: just list launches (eager runs for diffs).
+    ``learn_writes``: snapshot Triton pointer arguments around each launch to
+    learn which ones each kernel writes (used once, during warm-up).
+    """
+
+    def __init__(self, mode: str = "capture", *, learn_writes: bool = False, skip_keys: set[int] | None = None):
+        assert mode in ("capture", "emulate", "observe")
+        self.mode = mode
+        self.learn_writes = learn_writes
+        self.skip_keys = skip_keys or set()
+        self.launches: list[Launch] = []
+        self.internal: set[int] = set()
+        self.external: dict[int, ExternalBuffer] = {}
+        self.program: list[Callable[[], None]] = []
+        self.notes: list[str] = []
+        self.kernel_writes: set[tuple[str, str]] = set()
+        self.written: set[int] = set()  # storage keys written by recorded launches
+        self.suspended = False
+        self._keep: list[torch.Tensor] = []  # internal tensors the emulated graph owns
+        self._handles: dict[int, Any] = {}
+        self._mode: _Mode | None = None
+
+    # -- context -----------------------------------------------------------------
+    def __enter__(self) -> "Recorder":
+        _install_triton_hooks()
+        if getattr(_local, "recorder", None) is not None:
+            raise RuntimeError("graphsafe: recorders cannot nest")
+        _local.recorder = self
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._mode.__exit__(*exc)
+        finally:
+            _local.recorder = None
+        if self.mode == "capture":
+            self._keep.clear()  # a CUDA graph holds no references: only weak ones remain
+
+    @contextlib.contextmanager
+    def suspend(self):
+        prev = self.suspended
+        self.suspended = True
+        try:
+            yield
+        finally:
+            self.suspended = prev
+
+    # -- tensors -----------------------------------------------------------------
+    def _tensor_arg(self, t: torch.Tensor, where: str, kernel: str) -> TensorArg:
+        s = t.untyped_storage()
+        key = s.data_ptr()
+        internal = key in self.internal
+        if not internal and key not in self.external and key != 0 and self.mode != "observe":
+            self.external[key] = ExternalBuffer(
+                key=key,
+                nbytes=s.nbytes(),
+                device=str(t.device),
+                dtype=str(t.dtype),
+                address=key,
+                weak=StorageWeakRef(s),
+                handle=s if self.mode == "emulate" else None,
+                first_use=where,
+            )
+        if not internal and key in self.external and kernel not in self.external[key].kernels:
+            self.external[key].kernels.append(kernel)
+        return TensorArg(key, str(t.dtype), tuple(t.shape), tuple(t.stride()), t.storage_offset(), internal)
+
+    def _template(self, v: Any) -> Any:
+        """Emulator: replace tensors on external memory by re-materialisable references."""
+        if isinstance(v, torch.Tensor):
+            key = v.untyped_storage().data_ptr()
+            if key in self.external:
+                handle = self.external[key].handle
+                return _ExternalRef(handle, v.dtype, v.storage_offset(), tuple(v.shape), tuple(v.stride()), v.device)
+            self._keep.append(v)
+            return v
+        if isinstance(v, (list, tuple)):
+            return type(v)(self._template(x) for x in v) if not hasattr(v, "_fields") else v
+        return v
+
+    # -- aten --------------------------------------------------------------------
+    def _on_aten(self, func, args, kwargs):
+        name = func._schema.name
+        where = user_frame(2)
+        if self.mode != "observe" and name in SYNC_OPS:
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            if any(t.untyped_storage().data_ptr() in self.internal for t in tensors):
+                raise CaptureError(
+                    f"{name.replace('aten::', '')} reads data produced inside the graph back to the host "
+                    f"(.item(), .tolist(), nonzero or a data-dependent shape) at {where}; a CUDA graph cannot "
+                    "capture a host synchronisation",
+                    where,
+                )
+            self.notes.append(
+                f"host read of an input tensor during capture ({name.replace('aten::', '')} at {where}): "
+                "its value is frozen into the graph"
+            )
+        schema_args = func._schema.arguments
+        flat_args: dict[str, Any] = {}
+        for i, a in enumerate(args):
+            flat_args[schema_args[i].name if i < len(schema_args) else f"arg{i}"] = a
+        flat_args.update(kwargs)
+        # inputs first (registers memory the graph did not allocate), then the op, then outputs
+        rec_args = {aname: self._record_value(a, where, name) for aname, a in flat_args.items()}
+        in_keys = {t.untyped_storage().data_ptr() for a in flat_args.values() for t in _tensors(a)}
+        if self.mode == "emulate":
+            tmpl_args = self._template(tuple(args))
+            tmpl_kwargs = {k: self._template(v) for k, v in kwargs.items()}
+        out = func(*args, **kwargs)
+        # storages first seen as outputs (not aliasing an input) were allocated by the graph
+        for t in _tensors(out):
+            k = t.untyped_storage().data_ptr()
+            if k not in in_keys and k not in self.external:
+                self.internal.add(k)
+        writes = _schema_writes(func)
+        if self.mode != "observe":
+            for w in writes:
+                for t in _tensors(flat_args.get(w)):
+                    self.written.add(t.untyped_storage().data_ptr())
+        self.launches.append(Launch("aten", name, rec_args, None, where, writes))
+        if self.mode == "emulate":
+            self._program_aten(func, name, tmpl_args, tmpl_kwargs, out, writes)
+        return out
+
+    def _record_value(self, a: Any, where: str, kernel: str) -> Any:
+        if isinstance(a, torch.Tensor):
+            return self._tensor_arg(a, where, kernel)
+        if isinstance(a, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in a):
+            return tuple(self._record_value(x, where, kernel) for x in a)
+        return _freeze(a)
+
+    def _program_aten(self, func, name, targs, tkwargs, out, writes) -> None:
+        if func.is_view or name in _NO_REPLAY or name in SYNC_OPS:
+            return
+        if writes:
+            self.program.append(lambda: func(*_materialise(targs), **_materialise(tkwargs)))
+            return
+        outs = [t for t in _tensors(out)]
+        if not outs:
+            return
+        keep = [self._template(t) for t in outs]
+
+        def rerun():
+            res = func(*_materialise(targs), **_materialise(tkwargs))
+            for dst, src in zip(_materialise(keep), _tensors(res)):
+                dst.copy_(src)
+
+        self.program.append(rerun)
+
+    # -- triton ------------------------------------------------------------------
+    def _on_triton(self, kernel, orig_run, args, kwargs, grid):
+        fn = getattr(kernel, "fn", kernel)
+        name = getattr(fn, "__name__", repr(kernel))
+        where = user_frame(2)
+        names = list(getattr(kernel, "arg_names", []))
+        bound: dict[str, Any] = dict(zip(names, args))
+        bound.update(kwargs)
+        g = grid
+        if callable(grid):
+            try:
+                g = grid(dict(bound))
+            except Exception:
+                g = grid
+        frozen_grid = tuple(int(x) for x in g) if isinstance(g, (tuple, list)) else None
+        rec_args = {k: self._record_value(v, where, name) for k, v in bound.items()}
+        launch = Launch("triton", name, rec_args, frozen_grid, where)
+        self.launches.append(launch)
+        ptrs = {k: v for k, v in bound.items() if isinstance(v, torch.Tensor)}
+        before = None
+        if self.learn_writes:
+            before = {
+                k: v.clone() for k, v in ptrs.items() if v.untyped_storage().data_ptr() not in self.skip_keys
+            }
+        with self.suspend():
+            result = orig_run(kernel, *args, grid=g if frozen_grid else grid, warmup=False, **kwargs)
+        if before is not None:
+            for k, old in before.items():
+                if not _same_bytes(old, ptrs[k]):
+                    self.kernel_writes.add((name, k))
+        if self.mode == "emulate":
+            targs = self._template(tuple(args))
+            tkwargs = {k: self._template(v) for k, v in kwargs.items()}
+            fg = frozen_grid if frozen_grid is not None else grid
+
+            def relaunch():
+                with _suspended_global():
+                    orig_run(kernel, *_materialise(targs), grid=fg, warmup=False, **_materialise(tkwargs))
+
+            self.program.append(relaunch)
+        return result
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN equals NaN with the same bits)."""
+    return bool(torch.equal(a.reshape(-1).contiguous().view(torch.uint8), b.reshape(-1).contiguous().view(torch.uint8)))
+
+
+@contextlib.contextmanager
+def _suspended_global():
+    rec = getattr(_local, "recorder", None)
+    if rec is None:
+        yield
+        return
+    with rec.suspend():
+        yield
+
+
+class _ExternalRef:
+    __slots__ = ("storage", "dtype", "offset", "shape", "stride", "device")
+
+    def __init__(self, storage, dtype, offset, shape, stride, device):
+        self.storage, self.dtype, self.offset, self.shape, self.stride, self.device = (
+            storage, dtype, offset, shape, stride, device,
+        )
+
+    def get(self) -> torch.Tensor:
+        return torch.empty(0, dtype=self.dtype, device=self.device).set_(self.storage, self.offset, self.shape, self.stride)
+
+
+def _materialise(v: Any) -> Any:
+    if isinstance(v, _ExternalRef):
+        return v.get()
+    if isinstance(v, dict):
+        return {k: _materialise(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+        return type(v)(_materialise(x) for x in v)
+    return v
+
+
+def _tensors(v: Any):
+    if isinstance(v, torch.Tensor):
+        yield v
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _tensors(x)

@@ -1,0 +1,240 @@
+"""What a check reports: finding kinds, findings and the check result."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .contract import Batch, CaptureSpec
+
+__all__ = ["FindingKind", "Finding", "Mismatch", "CheckResult", "FindingError"]
+
+
+class FindingKind(str, enum.Enum):
+    """The hazards graphsafe detects; values are the kebab-case names used everywhere."""
+
+    CAPTURE_FAILURE = "capture-failure"
+    STALE_POINTER = "stale-pointer"
+    UNPERSISTED_METADATA = "unpersisted-metadata"
+    LAZY_INIT = "lazy-init"
+    FROZEN_HOST_VALUE = "frozen-host-value"
+    STALE_PADDING = "stale-padding"
+    OUTPUT_NOT_WRITTEN = "output-not-written"
+    NONDETERMINISTIC_REPLAY = "nondeterministic-replay"
+    SUPPORT_MISMATCH = "support-mismatch"
+    REPLAY_MISMATCH = "replay-mismatch"
+    TARGET_ERROR = "target-error"
+
+    def __str__(self) -> str:  # "stale-pointer", not "FindingKind.STALE_POINTER"
+        return self.value
+
+
+EXPLANATIONS: dict[FindingKind, str] = {
+    FindingKind.CAPTURE_FAILURE: (
+        "forward() cannot be captured: it synchronises with the host (.item(), .tolist(), nonzero, "
+        "a blocking copy) or raises during capture. A CUDA graph records device work only, so any "
+        "host read of device data inside forward() fails the capture or leaves the CUDA context broken."
+    ),
+    FindingKind.STALE_POINTER: (
+        "The graph reads a tensor that was freed after capture. The graph keeps the old address; once "
+        "the caching allocator hands that memory to another tensor, replays read someone else's data."
+    ),
+    FindingKind.UNPERSISTED_METADATA: (
+        "The graph reads a buffer that prepare() no longer writes: this step's metadata went into a new "
+        "tensor or another attribute, so every replay sees the capture's (or an older step's) metadata."
+    ),
+    FindingKind.LAZY_INIT: (
+        "The graph reads a buffer written only during warm-up (a planning kernel behind a "
+        "have-initialized flag). Capture skipped the kernel, so replays keep the warm-up result forever."
+    ),
+    FindingKind.FROZEN_HOST_VALUE: (
+        "A host value (kernel scalar, grid, tensor shape or Python branch) was computed from the capture "
+        "batch and frozen into the graph; this batch needs a different value."
+    ),
+    FindingKind.STALE_PADDING: (
+        "Live rows or persistent state depend on padded request slots: padding left over from an earlier, "
+        "larger batch, or padded slots (seq_len 0) that produce NaN and leak through a batch-wide reduction."
+    ),
+    FindingKind.OUTPUT_NOT_WRITTEN: (
+        "The replay leaves some live output positions unwritten: they keep whatever the buffer held before."
+    ),
+    FindingKind.NONDETERMINISTIC_REPLAY: (
+        "Two replays of the same prepared batch give different outputs (races, atomics, uninitialised reads)."
+    ),
+    FindingKind.SUPPORT_MISMATCH: (
+        "The declared Support level does not match what the backend can serve from one graph."
+    ),
+    FindingKind.REPLAY_MISMATCH: (
+        "The replay differs from the eager run and no probe could attribute the difference to a known hazard."
+    ),
+    FindingKind.TARGET_ERROR: (
+        "The target raised in setup(), prepare() or forward() outside capture, or broke the contract."
+    ),
+}
+
+FIXES: dict[FindingKind, str] = {
+    FindingKind.CAPTURE_FAILURE: "Move host reads into prepare(); keep forward() free of .item()/.tolist()/nonzero.",
+    FindingKind.STALE_POINTER: (
+        "Allocate the buffer once in setup() for the spec's maximum and copy_() each step's values into it."
+    ),
+    FindingKind.UNPERSISTED_METADATA: (
+        "Keep one persistent buffer per metadata tensor, sized for the spec's maximum, and copy_() into it "
+        "in prepare() instead of rebinding the attribute."
+    ),
+    FindingKind.LAZY_INIT: (
+        "Use separate warm-up and captured state (graphsafe.capturing()), or run the planning kernel every "
+        "step inside forward(), so capture records it."
+    ),
+    FindingKind.FROZEN_HOST_VALUE: (
+        "Derive host values from the worst case of the capture spec (max_seq_len, max_reqs) and read "
+        "per-request values on the device."
+    ),
+    FindingKind.STALE_PADDING: (
+        "Zero (or set to a harmless value) every padded slot and every tail past this batch in prepare(); "
+        "mask padded rows out of batch-wide reductions."
+    ),
+    FindingKind.OUTPUT_NOT_WRITTEN: "Make forward() write every live output position on every call.",
+    FindingKind.NONDETERMINISTIC_REPLAY: "Remove races and order-dependent atomics, or zero scratch before use.",
+    FindingKind.SUPPORT_MISMATCH: "Declare the highest Support level that passes.",
+    FindingKind.REPLAY_MISMATCH: "Inspect the report's mismatching positions; rerun with more steps.",
+    FindingKind.TARGET_ERROR: "Fix the error shown; the checker cannot run a target that raises eagerly.",
+}
+
+
+@dataclass
+class Mismatch:
+    """Where graph and eager disagree in one tensor."""
+
+    tensor: str
+    count: int
+    total: int
+    max_abs: float
+    max_rel: float
+    first: list[dict[str, Any]] = field(default_factory=list)  # {index, request, token, graph, eager}
+
+    def to_dict(self) -> dict:
+        return dict(
+            tensor=self.tensor, count=self.count, total=self.total,
+            max_abs=self.max_abs, max_rel=self.max_rel, first=list(self.first),
+        )
+
+
+@dataclass
+class Finding:
+    """One hazard found in one target."""
+
+    kind: FindingKind
+    message: str
+    target: str = ""
+    where: str = ""
+    probe: str = ""
+    engine: str = ""
+    spec: CaptureSpec | None = None
+    capture_size: int = 0
+    capture_batch: Batch | None = None
+    batches: list[Batch] = field(default_factory=list)
+    step: int = -1
+    mismatches: list[Mismatch] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    severity: str = "error"
+    examples_to_find: int = 0
+    heatmap: dict[str, Any] | None = None
+    report_dir: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """Identity for deduplication: the same (target, kind, where) is one finding."""
+        return (self.target, self.kind.value, self.where)
+
+    @property
+    def short_hash(self) -> str:
+        return hashlib.sha1("\0".join(self.key).encode()).hexdigest()[:8]
+
+    @property
+    def explanation(self) -> str:
+        return EXPLANATIONS[self.kind]
+
+    @property
+    def fix(self) -> str:
+        return FIXES[self.kind]
+
+    @property
+    def max_abs(self) -> float:
+        return max((m.max_abs for m in self.mismatches), default=0.0)
+
+    @property
+    def max_rel(self) -> float:
+        return max((m.max_rel for m in self.mismatches), default=0.0)
+
+    def summary(self) -> str:
+        """Multi-line text for test failures and the command line."""
+        lines = [f"{self.kind.value}: {self.message}"]
+        if self.where:
+            lines.append(f"  at: {self.where}")
+        if self.capture_batch is not None:
+            lines.append(f"  captured with: {self.capture_batch.short()} (size {self.capture_size})")
+        for i, b in enumerate(self.batches):
+            mark = "  <- fails" if i == self.step else ""
+            lines.append(f"  step {i}: {b.short()}{mark}")
+        for m in self.mismatches[:3]:
+            lines.append(
+                f"  {m.tensor}: {m.count}/{m.total} mismatched, max abs {m.max_abs:.3g}, max rel {m.max_rel:.3g}"
+            )
+        if self.error:
+            lines.append("  error: " + self.error.strip().splitlines()[-1])
+        if self.report_dir:
+            lines.append(f"  report: {self.report_dir}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+class FindingError(AssertionError):
+    """Raised inside a Hypothesis example so that it shrinks towards the finding."""
+
+    def __init__(self, finding: Finding):
+        super().__init__(finding.summary())
+        self.finding = finding
+
+
+@dataclass
+class CheckResult:
+    """The outcome of :func:`graphsafe.check` for one target."""
+
+    target: str
+    engine: str
+    spec: CaptureSpec
+    probes: tuple[str, ...]
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    examples: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        """True when no error-severity finding was made (info findings do not count)."""
+        return not self.errors
+
+    @property
+    def kinds(self) -> set[str]:
+        return {f.kind.value for f in self.errors}
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def summary(self) -> str:
+        head = (
+            f"{self.target} on {self.engine}: "
+            + ("ok" if self.ok else ", ".join(sorted(self.kinds)))
+            + f" ({self.examples} examples, {self.steps} steps, {self.seconds:.1f}s)"
+        )
+        return "\n".join([head] + [f.summary() for f in self.findings])

@@ -1,0 +1,49 @@
+"""output-not-written: the replay leaves live output positions unwritten.
+
+Outputs are NaN-filled before every replay.  On a mismatch, the prepared batch
+is replayed twice more with two different sentinels in the outputs: positions
+that keep the sentinel both times were never written by the graph.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..findings import Finding, FindingKind, Mismatch
+
+KIND = FindingKind.OUTPUT_NOT_WRITTEN
+_SENTINELS = (1234.5, -4321.25)
+
+
+def _fill(outputs, value):
+    for t in outputs:
+        t.fill_(value if t.dtype.is_floating_point else int(value))
+
+
+def run(ctx) -> Finding | None:
+    graph, padded = ctx.graph, ctx.padded[-1]
+    target = ctx.session.target
+    kept = []
+    for v in _SENTINELS:
+        _fill(graph.outputs, v)
+        graph.replay()
+        ctx.engine.synchronize()
+        live = target.live(graph.outputs, padded)
+        kept.append([(t == (v if t.dtype.is_floating_point else int(v))) for t in live])
+    mism = []
+    for i, (a, b) in enumerate(zip(*kept)):
+        both = a & b
+        n = int(both.sum())
+        if n:
+            rows = both.reshape(both.shape[0], -1).any(dim=1).nonzero().reshape(-1)[:8].tolist() if both.dim() else []
+            first = [dict(zip(("request", "token"), ctx.batch.token_owner(r)), row=r) for r in rows]
+            mism.append(Mismatch(f"output[{i}]", n, both.numel(), float("nan"), float("nan"), first))
+    if not mism:
+        return None
+    m = mism[0]
+    return Finding(
+        kind=KIND,
+        message=f"the replay never writes {m.count}/{m.total} live positions of {m.tensor} (they keep any value put there before the replay)",
+        where=m.tensor,
+        mismatches=mism,
+    )

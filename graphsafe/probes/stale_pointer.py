@@ -1,0 +1,42 @@
+"""stale-pointer: the graph reads memory whose tensor was freed after capture.
+
+After every ``prepare`` (before the replay that would read it), each buffer the
+graph recorded at capture is checked: a storage nobody but the graph holds any
+more is a dangling address.  Deterministic, whatever the allocator does next.
+"""
+
+from __future__ import annotations
+
+from ..findings import Finding, FindingKind
+
+KIND = FindingKind.STALE_POINTER
+
+
+def run(session, graph, info) -> Finding | None:
+    dead = graph.dead_inputs()
+    if not dead:
+        return None
+    from .._internal.statewalk import paths_by_storage
+
+    now = paths_by_storage(session.target)
+    parts, details = [], []
+    for buf in dead:
+        paths = info.paths.get(buf.key, [])
+        name = ", ".join(paths) or f"<tensor first used at {buf.first_use}>"
+        repl = []
+        for p in paths:
+            for key, ps in now.items():
+                if p in ps:
+                    repl.append(f"{p} now at {hex(key)}")
+        kernels = ", ".join(buf.kernels[:3])
+        parts.append(
+            f"{name} ({buf.dtype}, {buf.nbytes} bytes at {hex(buf.address)}, read by {kernels}) was freed after capture"
+            + (f"; {'; '.join(repl)}" if repl else "")
+        )
+        details.append({"path": name, "address": hex(buf.address), "replacement": repl, "kernels": buf.kernels})
+    return Finding(
+        kind=KIND,
+        message="the graph reads freed memory: " + " | ".join(parts),
+        where=details[0]["path"],
+        details={"dead": details},
+    )
