@@ -22,7 +22,12 @@ def get_engine(name: str | Engine = "auto", device=None) -> Engine:
 
         return CudaEngine(device)
     if name == "emulate":
+        from . import triton_env
         from .emulate import EmulatorEngine
 
-        return EmulatorEngine(device or "cpu")
+        if device is None:
+            # Kernels compiled for the GPU cannot read CPU tensors: emulate on the GPU then.
+            gpu = torch.cuda.is_available() and not triton_env.interpreter_active()
+            device = "cuda" if gpu else "cpu"
+        return EmulatorEngine(device)
     raise ValueError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")
