@@ -57,8 +57,9 @@ class CudaEngine(Engine):
     def capture(self, fn: Callable[[], Any], *, pool: Any, size: int) -> Graph:
         graph = torch.cuda.CUDAGraph()
         rec = Recorder("capture")
-        with rec:
-            with torch.cuda.graph(graph, pool=pool):
+        # the recorder goes inside: capture_begin's own ops (RNG state set-up) are not forward()'s
+        with torch.cuda.graph(graph, pool=pool):
+            with rec:
                 outs = as_outputs(fn())
         torch.cuda.synchronize(self._device)
         return Graph(outs, rec, graph.replay, size, {"cuda_graph": graph})
