@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import numpy as np
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -196,7 +197,8 @@ class _Runner:
     # the example ------------------------------------------------------------------------
     def run(self, plan: Plan) -> Finding | None:
         try:
-            with torch.no_grad():
+            # NaN poison makes the Triton interpreter's numpy warn on every op: expected, silenced
+            with torch.no_grad(), np.errstate(all="ignore"):
                 return self._run(plan)
         except TargetRaised as e:
             f = e.finding()
@@ -213,6 +215,8 @@ class _Runner:
                 return f
         else:
             session = self.main
+        if not plan.steps:
+            return None
         seed = plan.steps[0].seed
         session.reset(seed)
         g = session.target
@@ -317,6 +321,12 @@ class _Runner:
 
     def _finish(self, f: Finding, probe: str, session, info, history) -> Finding:
         f.probe = probe
+        f.details.setdefault("capture_sizes", list(session.sizes))
+        f.details.setdefault("drawn_capture", session is not self.main)
+        if self.rtol is not None or self.atol is not None or self.bitwise:
+            f.details.setdefault("rtol", self.rtol)
+            f.details.setdefault("atol", self.atol)
+            f.details.setdefault("bitwise", self.bitwise)
         f.capture_size = info.size
         f.capture_batch = info.batch
         f.batches = list(history)
@@ -437,7 +447,8 @@ def check(
     result = CheckResult(target=name, engine=eng.name, spec=spec, probes=tuple(sorted(enabled)))
 
     try:
-        main = _session(cls, spec, eng, sizes)
+        with np.errstate(all="ignore"):
+            main = _session(cls, spec, eng, sizes)
     except TargetRaised as e:
         f = e.finding()
         result.findings.append(_stamp(f, name, eng, spec))
@@ -451,7 +462,8 @@ def check(
 
     drawn = any(p.drawn_capture for p in chosen)
     runner = _Runner(cls, name, spec, eng, main, enabled, rtol=rtol, atol=atol, bitwise=bitwise)
-    counter = {"n": 0, "first": {}}
+    counter = {"n": 0, "first": {}, "t": {}}
+    t_search = time.perf_counter()
 
     @settings(
         parent=settings.default,
@@ -470,6 +482,7 @@ def check(
         f = runner.run(plan)
         if f is not None:
             counter["first"].setdefault(f.kind, counter["n"])
+            counter["t"].setdefault(f.kind, time.perf_counter() - t_search)
             raise _error_class(f.kind)(f)
 
     if seed is not None:
@@ -484,6 +497,7 @@ def check(
     for f in found:
         _stamp(f, name, eng, spec)
         f.examples_to_find = counter["first"].get(f.kind, counter["n"])
+        f.seconds_to_find = counter["t"].get(f.kind, 0.0)
         if f.key not in seen:
             seen.add(f.key)
             result.findings.append(f)
@@ -492,8 +506,11 @@ def check(
     if "support-mismatch" in enabled:
         from .probes import support_mismatch
 
-        result.findings.extend(support_mismatch.run(cls, name, result, spec=spec, engine=eng, examples=examples,
-                                                    steps=steps, capture_sizes=sizes, seed=seed))
+        result.findings.extend(
+            _stamp(f, name, eng, spec)
+            for f in support_mismatch.run(cls, name, result, spec=spec, engine=eng, examples=examples,
+                                          steps=steps, capture_sizes=sizes, seed=seed)
+        )
     result.seconds = time.perf_counter() - t0
     return _reports(result, report_dir)
 

@@ -141,6 +141,7 @@ class Finding:
     error: str = ""
     severity: str = "error"
     examples_to_find: int = 0
+    seconds_to_find: float = 0.0
     heatmap: dict[str, Any] | None = None
     report_dir: str = ""
 

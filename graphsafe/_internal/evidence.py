@@ -65,6 +65,8 @@ class CaptureInfo:
     graph_written: set[int]  # storages some captured launch writes
     paths: dict[int, list[str]]  # storage -> attribute paths at capture
     launches: list[Launch]
+    warmup_launches: list[Launch] = field(default_factory=list)
+    warmup_kernel_writes: set = field(default_factory=set)  # (kernel, argument) pairs written in warm-up
 
 
 @dataclass

@@ -145,6 +145,8 @@ class CaptureSession:
             graph_written=graph_written,
             paths=paths_by_storage(g),
             launches=list(rec.launches),
+            warmup_launches=list(wrec.launches),
+            warmup_kernel_writes=set(wrec.kernel_writes),
         )
 
     def _graph_buffers(self) -> dict[int, torch.Tensor]:
