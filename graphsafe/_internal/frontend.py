@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator
 
 __all__ = [
     "ENGINES",

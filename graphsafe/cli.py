@@ -1,0 +1,249 @@
+"""The ``graphsafe`` command: check targets without pytest, list targets, rerun a report.
+
+::
+
+    graphsafe check TARGET... [--engine E] [--examples N] [--steps N] [--probes P1,P2]
+                              [--capture-sizes 1,2,4] [--report-dir DIR] [--seed S] [--profile P]
+    graphsafe list
+    graphsafe repro PATH [--engine E]
+
+``check`` runs :func:`graphsafe.check` once per target with every selected
+probe and prints a table: one row per target, one column per probe, a cell is
+``ok`` or the kind of the finding that probe made.  Findings no single probe
+owns (``target-error``, ``replay-mismatch``) go to the last column, ``other``.
+A ``-`` means nothing ran (capture failed or the target raised first).  Then
+each finding's summary.  Progress goes to stderr.
+
+Exit status: 0 nothing found, 1 an error-severity finding, 2 usage error or a
+target that cannot be checked (unknown, does not import, breaks the contract).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from typing import Any, Sequence
+
+from ._internal import frontend
+from ._internal.frontend import ConfigError
+
+__all__ = ["main", "build_parser"]
+
+OTHER = "other"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="graphsafe",
+        description="Find CUDA-graph capture hazards in attention backends and GPU kernels.",
+    )
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"graphsafe {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    c = sub.add_parser("check", help="check targets and print a table of findings",
+                       description="Capture each TARGET, replay drawn step sequences and report hazards.")
+    c.add_argument("targets", nargs="+", metavar="TARGET",
+                   help="'module:Class', a registered name (see 'graphsafe list'), or 'all'")
+    c.add_argument("--engine", default="auto", help="auto (default), cuda or emulate")
+    c.add_argument("--examples", default=None, metavar="N",
+                   help="Hypothesis examples per target (default: the checker's 50, or the --profile's)")
+    c.add_argument("--steps", default=None, metavar="N", help="most batches per step sequence (default 4)")
+    c.add_argument("--probes", default=None, metavar="P1,P2", help="probes to run (default: all default probes)")
+    c.add_argument("--capture-sizes", default=None, metavar="1,2,4", help="capture sizes (default: the target's)")
+    c.add_argument("--report-dir", default=None, metavar="DIR", help="write a report for each finding under DIR")
+    c.add_argument("--seed", default=None, metavar="S", help="Hypothesis seed")
+    c.add_argument("--profile", default=None, metavar="P",
+                   help="Hypothesis profile: fast, ci or thorough (default: Hypothesis' current settings)")
+
+    sub.add_parser("list", help="list registered targets", description="Registered targets, one per line.")
+
+    r = sub.add_parser("repro", help="rerun a finding's report", description="Rerun the step sequence of a report.")
+    r.add_argument("path", metavar="PATH", help="a report directory (or its repro file)")
+    r.add_argument("--engine", default=None, help="auto, cuda or emulate (default: the engine the report recorded)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as e:  # argparse: usage errors exit 2, --help/--version 0
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    try:
+        if args.command == "check":
+            return _check(args)
+        if args.command == "list":
+            return _list()
+        if args.command == "repro":
+            return _repro(args)
+    except ConfigError as e:
+        return _usage(str(e))
+    except KeyboardInterrupt:
+        print("graphsafe: interrupted", file=sys.stderr)
+        return 130
+    return _usage(f"unknown command {args.command!r}")  # pragma: no cover - argparse rejects it first
+
+
+def _usage(msg: str) -> int:
+    print(f"graphsafe: error: {frontend.one_line(msg)}", file=sys.stderr)
+    return 2
+
+
+# -- check -------------------------------------------------------------------------------------
+def _check(args: argparse.Namespace) -> int:
+    # torch warns on every CUDA pre-screen that sync debug mode is a prototype; it would split
+    # the progress lines and says nothing about the target
+    warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype feature")
+    engine = frontend.parse_engine(args.engine, "--engine")
+    frontend.prepare_engine(engine)  # before any target (and its kernels) is imported
+    problem = frontend.engine_problem(engine)
+    if problem:
+        return _usage(problem)
+    examples = None if args.examples is None else frontend.parse_int(args.examples, "--examples")
+    steps = None if args.steps is None else frontend.parse_int(args.steps, "--steps")
+    seed = None if args.seed is None else frontend.parse_int(args.seed, "--seed", minimum=0)
+    sizes = frontend.parse_sizes(args.capture_sizes, "--capture-sizes")
+    probes = frontend.parse_probes(args.probes, "--probes")
+    profile = None if args.profile is None else frontend.profile_name(args.profile)
+    if profile is not None and examples is None:
+        examples = frontend.default_examples(profile)
+
+    from .checker import TargetError, resolve_target, validate_target
+
+    names = frontend.expand_targets(args.targets)
+    if not names:
+        return _usage("no targets registered ('all' matched nothing)")
+    classes: dict[str, type] = {}
+    for name in names:  # resolve everything first: a typo fails before minutes of checking
+        try:
+            cls, _ = resolve_target(name)
+            validate_target(cls)
+        except TargetError as e:
+            return _usage(str(e))
+        classes[name] = cls
+
+    columns = list(probes) + [OTHER]
+    rows: list[tuple[str, dict[str, str]]] = []
+    results = []
+    status = 0
+    total = len(names)
+    for i, name in enumerate(names, 1):
+        print(f"[{i}/{total}] {name} ... ", end="", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        try:
+            kwargs: dict[str, Any] = dict(engine=engine, examples=examples, steps=steps, probes=list(probes),
+                                          capture_sizes=sizes, seed=seed, report_dir=args.report_dir)
+            if profile is not None:
+                with frontend.hypothesis_profile(profile):
+                    result = frontend.run_check(classes[name], **kwargs)
+            else:
+                result = frontend.run_check(classes[name], **kwargs)
+        except (ValueError, TypeError) as e:
+            msg = frontend.contract_message(e, name)
+            if msg is None and isinstance(e, ValueError) and "capture size" in str(e):
+                msg = f"{name}: {e}"
+            if msg is None:
+                raise
+            print(f"error ({time.perf_counter() - t0:.1f}s)", file=sys.stderr, flush=True)
+            print(f"graphsafe: error: {frontend.one_line(msg)}", file=sys.stderr)
+            rows.append((name, {c: "ERROR" if c == OTHER else "-" for c in columns}))
+            status = 2
+            continue
+        kinds = ", ".join(sorted(result.kinds)) or "ok"
+        print(f"{kinds} ({result.seconds:.1f}s)", file=sys.stderr, flush=True)
+        rows.append((name, _cells(result, columns)))
+        results.append(result)
+        if not result.ok and status == 0:
+            status = 1
+
+    print(_table(rows, columns))
+    for result in results:
+        for f in result.findings:
+            print()
+            print(f"{result.target}: {f.kind.value}" + (" (info)" if f.severity != "error" else ""))
+            print(f.summary())
+            print(f"  fix: {f.fix}")
+        for n in result.notes:
+            print(f"note ({result.target}): {n}")
+    return status
+
+
+def _cells(result, columns: list[str]) -> dict[str, str]:
+    ran = result.examples > 0 or not result.findings
+    cells = {c: "ok" if ran else "-" for c in columns}
+    for f in result.findings:
+        col = f.probe if f.probe in columns else (f.kind.value if f.kind.value in columns else OTHER)
+        text = f.kind.value + (" (info)" if f.severity != "error" else "")
+        prev = cells[col]
+        cells[col] = text if prev in ("ok", "-") else f"{prev}, {text}"
+    return cells
+
+
+def _table(rows: list[tuple[str, dict[str, str]]], columns: list[str]) -> str:
+    head = ["target"] + columns
+    body = [[name] + [cells[c] for c in columns] for name, cells in rows]
+    widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
+    fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])
+
+
+# -- list --------------------------------------------------------------------------------------
+def _list() -> int:
+    frontend.prepare_engine("auto")  # listing imports the reference kernels
+    from .registry import lookup, names
+
+    all_names = names()
+    width = max((len(n) for n in all_names), default=0)
+    for name in all_names:
+        try:
+            cls = lookup(name)
+        except Exception as e:  # one broken target must not hide the others
+            desc, has_expected, expected = f"(cannot load: {frontend.one_line(e)})", False, None
+        else:
+            desc, has_expected, expected = inspect_doc(cls), hasattr(cls, "expected"), getattr(cls, "expected", None)
+        line = f"{name.ljust(width)}  {desc}".rstrip()
+        if has_expected:
+            line += f"  [expected: {getattr(expected, 'value', expected) or 'ok'}]"
+        print(line)
+    return 0
+
+
+def inspect_doc(cls: type) -> str:
+    """The first line of the class's own docstring ('' when it has none)."""
+    doc = cls.__dict__.get("__doc__") or ""
+    for line in doc.strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _recorded_engine(path: str) -> str:
+    """The engine a report recorded (so an emulator report gets the Triton interpreter), else auto."""
+    try:
+        from .reports.jsonio import read_data
+
+        engine = read_data(path).get("engine")
+    except Exception:  # noqa: BLE001 - repro_main reports unreadable reports itself
+        return "auto"
+    return engine if engine in frontend.ENGINES else "auto"
+
+
+# -- repro -------------------------------------------------------------------------------------
+def _repro(args: argparse.Namespace) -> int:
+    engine = None if args.engine is None else frontend.parse_engine(args.engine, "--engine")
+    frontend.prepare_engine(engine or _recorded_engine(args.path))
+    try:
+        from .reports import repro_main
+    except ImportError as e:
+        return _usage(f"'graphsafe repro' needs graphsafe.reports.repro_main, which is not available ({e})")
+    rv = repro_main(args.path, engine)
+    return int(rv) if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

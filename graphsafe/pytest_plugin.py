@@ -1,0 +1,404 @@
+"""pytest plugin: check targets as test items, and a ``graphsafe`` fixture for other test suites.
+
+Loaded automatically through the ``pytest11`` entry point (disable with
+``-p no:graphsafe``).
+
+Test items, one per target x probe x capture size::
+
+    pytest --graphsafe triton_mla:capture_max_seq_len --graphsafe mypkg.attn:MyBackend -n auto
+    pytest --graphsafe all --graphsafe-probes stale-pointer,lazy-init --graphsafe-capture-sizes 1,4
+
+Items are named ``graphsafe[<target>-<probe>-<capture size>]`` (``-k``, ``-m graphsafe``
+and ``--deselect`` work on them) and are collected after, and in addition to, the
+ordinary tests of the run.  A failing item prints the finding (kind, where, minimal
+step sequence, report path) instead of a traceback; a target that cannot be resolved
+or breaks the contract gives one item, ``graphsafe[<target>]``, failing with one line.
+
+Fixture and marker::
+
+    @pytest.mark.graphsafe(examples=50, probes=["stale-pointer"])
+    def test_my_backend(graphsafe):
+        result = graphsafe.check(MyBackend)   # fails the test with the findings
+        assert result.examples > 0
+
+Options (ini key in brackets; the command line wins):
+
+``--graphsafe TARGET`` [``graphsafe_targets``, one per line], ``--graphsafe-engine``
+[``graphsafe_engine``], ``--graphsafe-examples`` [``graphsafe_examples``],
+``--graphsafe-steps`` [``graphsafe_steps``], ``--graphsafe-capture-sizes``
+[``graphsafe_capture_sizes``], ``--graphsafe-probes`` [``graphsafe_probes``],
+``--graphsafe-report-dir`` [``graphsafe_report_dir``], ``--graphsafe-profile``
+[``graphsafe_profile``].
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._internal import frontend
+from ._internal.frontend import ConfigError
+from ._internal.xdist import assign_device
+
+__all__ = ["GraphsafeItem", "GraphsafeCollector", "GraphsafeFixture", "GraphsafeFailure"]
+
+
+# -- options -------------------------------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("graphsafe", "graphsafe: CUDA-graph capture checks")
+    group.addoption(
+        "--graphsafe", action="append", dest="graphsafe_targets", default=None, metavar="TARGET",
+        help="check TARGET ('module:Class', a registered name, or 'all'); repeatable. "
+             "Adds one test item per target x probe x capture size.",
+    )
+    group.addoption("--graphsafe-engine", dest="graphsafe_engine", default=None, metavar="ENGINE",
+                    help="auto (default: cuda when a GPU is visible, else emulate), cuda or emulate")
+    group.addoption("--graphsafe-examples", dest="graphsafe_examples", default=None, metavar="N",
+                    help="Hypothesis examples per check (default: by profile, fast 10 / ci 25 / thorough 200)")
+    group.addoption("--graphsafe-steps", dest="graphsafe_steps", default=None, metavar="N",
+                    help="most batches per drawn step sequence (default 4)")
+    group.addoption("--graphsafe-capture-sizes", dest="graphsafe_capture_sizes", default=None, metavar="1,2,4",
+                    help="capture sizes to test (default: each target's default_spec sizes)")
+    group.addoption("--graphsafe-probes", dest="graphsafe_probes", default=None, metavar="P1,P2",
+                    help="probes to run, one item each (default: every default probe)")
+    group.addoption("--graphsafe-report-dir", dest="graphsafe_report_dir", default=None, metavar="DIR",
+                    help="write a report for each finding under DIR (default: no reports)")
+    group.addoption("--graphsafe-profile", dest="graphsafe_profile", default=None, metavar="PROFILE",
+                    help="Hypothesis profile for graphsafe checks: fast, ci or thorough "
+                         "(default: ci when $CI is true, else fast)")
+    parser.addini("graphsafe_targets", "targets to check (one per line), like --graphsafe", type="linelist", default=[])
+    parser.addini("graphsafe_engine", "graphsafe engine: auto, cuda or emulate", default="")
+    parser.addini("graphsafe_examples", "Hypothesis examples per graphsafe check", default="")
+    parser.addini("graphsafe_steps", "most batches per drawn step sequence", default="")
+    parser.addini("graphsafe_capture_sizes", "capture sizes, comma separated", default="")
+    parser.addini("graphsafe_probes", "probes, comma separated", default="")
+    parser.addini("graphsafe_report_dir", "report directory (relative to the ini file)", default="")
+    parser.addini("graphsafe_profile", "Hypothesis profile: fast, ci or thorough", default="")
+
+
+@dataclass
+class Options:
+    """The resolved graphsafe options of one pytest run."""
+
+    targets: list[str] = field(default_factory=list)
+    engine: str = "auto"
+    examples: int | None = None  # None: the profile's default
+    steps: int | None = None
+    capture_sizes: tuple[int, ...] | None = None
+    probes: tuple[str, ...] = ()
+    report_dir: str | None = None
+    profile: str = "graphsafe-fast"
+
+    @property
+    def effective_examples(self) -> int:
+        return self.examples if self.examples is not None else frontend.default_examples(self.profile)
+
+
+_OPTIONS = pytest.StashKey[Options]()
+
+
+def _raw(config: pytest.Config, name: str) -> tuple[Any, str]:
+    """(value, where it came from): the command line if given, else the ini key, else None."""
+    v = getattr(config.option, f"graphsafe_{name}", None)
+    if v is not None:
+        return v, f"--graphsafe-{name.replace('_', '-')}"
+    try:
+        ini = config.getini(f"graphsafe_{name}")
+    except (ValueError, KeyError):  # pragma: no cover - ini key not registered
+        ini = None
+    if ini not in (None, "", []):
+        return ini, f"ini graphsafe_{name}"
+    return None, ""
+
+
+def _engine(config: pytest.Config) -> str:
+    v, where = _raw(config, "engine")
+    return "auto" if v is None else frontend.parse_engine(v, where)
+
+
+def _resolve_options(config: pytest.Config) -> Options:
+    o = Options()
+    o.engine = _engine(config)
+    targets = config.option.graphsafe_targets
+    if targets is None:
+        targets = config.getini("graphsafe_targets") or []
+    o.targets = frontend.expand_targets(targets)
+    v, where = _raw(config, "examples")
+    o.examples = None if v is None else frontend.parse_int(v, where)
+    v, where = _raw(config, "steps")
+    o.steps = None if v is None else frontend.parse_int(v, where)
+    v, where = _raw(config, "capture_sizes")
+    o.capture_sizes = None if v is None else frontend.parse_sizes(v, where)
+    v, where = _raw(config, "probes")
+    if o.targets or v is not None:
+        o.probes = frontend.parse_probes(v, where or "probes")
+    v, where = _raw(config, "profile")
+    try:
+        o.profile = frontend.profile_name(v)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    v, where = _raw(config, "report_dir")
+    if v is not None:
+        base = config.invocation_params.dir
+        if where.startswith("ini") and config.inipath is not None:
+            base = config.inipath.parent
+        # absolute, so that every xdist worker writes to the same directory
+        o.report_dir = str((Path(base) / os.path.expanduser(str(v))).resolve())
+    return o
+
+
+# -- early set-up ----------------------------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    # Before conftest files import kernel modules: switch Triton to its interpreter when
+    # the engine will be the emulator.  pytest_configure repeats this for late registration.
+    # config.option is not filled in yet; the known args are.
+    value = getattr(early_config.known_args_namespace, "graphsafe_engine", None)
+    if value is None:
+        value = _raw(early_config, "engine")[0]
+    try:
+        engine = "auto" if value is None else frontend.parse_engine(value)
+    except ConfigError:
+        return  # reported as a usage error by pytest_configure
+    frontend.prepare_engine(engine)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "graphsafe(**kwargs): defaults for the graphsafe fixture's check() calls in this test "
+        "(engine, examples, steps, probes, capture_sizes, report_dir, profile, seed, spec, ...)",
+    )
+    # graphsafe's CUDA pre-screen turns on torch's sync debug mode, which warns that it is a prototype
+    config.addinivalue_line("filterwarnings", "ignore:Synchronization debug mode is a prototype feature:UserWarning")
+    try:
+        opts = _resolve_options(config)
+    except ConfigError as e:
+        raise pytest.UsageError(f"graphsafe: {e}") from None
+    config.stash[_OPTIONS] = opts
+    frontend.register_profiles()
+    frontend.prepare_engine(opts.engine)
+
+
+_DEVICE = pytest.StashKey[object]()
+
+
+def _select_device(config: pytest.Config, engine: str) -> None:
+    """Once per process, before graphsafe's first check: xdist worker gwN takes GPU N % count.
+
+    Done lazily rather than in pytest_configure so that test runs that never call
+    graphsafe do not get a CUDA context (or a changed current device) from the plugin.
+    """
+    if engine != "emulate" and _DEVICE not in config.stash:
+        config.stash[_DEVICE] = assign_device(engine)
+
+
+def _options(config: pytest.Config) -> Options:
+    opts = config.stash.get(_OPTIONS, None)
+    if opts is None:  # the plugin was registered after pytest_configure ran
+        opts = _resolve_options(config)
+        config.stash[_OPTIONS] = opts
+    return opts
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    opts = config.stash.get(_OPTIONS, None)
+    if opts is None or not opts.targets:
+        return None
+    short = opts.profile.removeprefix("graphsafe-")
+    return (
+        f"graphsafe: {len(opts.targets)} target(s), engine {opts.engine}, profile {short}, "
+        f"{opts.effective_examples} examples, probes {','.join(opts.probes)}"
+        + (f", reports in {opts.report_dir}" if opts.report_dir else "")
+    )
+
+
+# -- collection --------------------------------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    # tryfirst: the items exist before -k/-m/--deselect filter the list.
+    if not _options(config).targets:
+        return
+    collector = GraphsafeCollector.from_parent(session, name="graphsafe", nodeid="graphsafe")
+    # genitems reports the collector like any other, so "collected N items" counts these
+    items.extend(session.genitems(collector))
+
+
+class GraphsafeCollector(pytest.Collector):
+    """Items for every ``--graphsafe`` target; identical on every xdist worker (no randomness)."""
+
+    def collect(self):
+        opts = _options(self.config)
+        for target in opts.targets:
+            yield from self._items_for(target, opts)
+
+    def _items_for(self, target: str, opts: Options):
+        from .checker import TargetError, resolve_target, validate_target
+        from .contract import CaptureSpec
+
+        try:
+            cls, _ = resolve_target(target)
+            validate_target(cls)
+            spec = getattr(cls, "default_spec", None) or CaptureSpec()
+        except TargetError as e:
+            yield GraphsafeItem.from_parent(self, name=f"graphsafe[{target}]", target=target, problem=frontend.one_line(e))
+            return
+        except Exception as e:  # importing the target raised something unexpected
+            yield GraphsafeItem.from_parent(
+                self, name=f"graphsafe[{target}]", target=target,
+                problem=frontend.one_line(f"target {target!r} cannot be loaded: {type(e).__name__}: {e}"),
+            )
+            return
+        sizes = opts.capture_sizes or spec.default_capture_sizes()
+        fitting = [s for s in sizes if s <= spec.max_reqs]
+        if not fitting:
+            yield GraphsafeItem.from_parent(
+                self, name=f"graphsafe[{target}]", target=target,
+                problem=f"{target}: no capture size in {list(sizes)} fits its spec (max_reqs={spec.max_reqs})",
+            )
+            return
+        for probe in opts.probes:
+            for size in fitting:
+                yield GraphsafeItem.from_parent(
+                    self, name=f"graphsafe[{target}-{probe}-{size}]", target=target, probe=probe, size=size, target_cls=cls,
+                )
+
+
+class GraphsafeFailure(Exception):
+    """A check found something; carries the text a failing item prints."""
+
+
+class _TargetProblem(Exception):
+    """The target cannot be checked; the message is one line."""
+
+
+class GraphsafeItem(pytest.Item):
+    """One ``graphsafe.check(target, probes=[probe], capture_sizes=[size])``."""
+
+    def __init__(self, *, target: str, probe: str = "", size: int = 0, target_cls: type | None = None,
+                 problem: str | None = None, **kwargs: Any):
+        kwargs.setdefault("nodeid", kwargs["name"])  # "graphsafe[...]", not "graphsafe::graphsafe[...]"
+        super().__init__(**kwargs)
+        self.target, self.probe, self.size, self.cls, self.problem = target, probe, size, target_cls, problem
+        self.result = None
+        self.add_marker("graphsafe")
+
+    def runtest(self) -> None:
+        if self.problem:
+            raise _TargetProblem(self.problem)
+        opts = _options(self.config)
+        problem = frontend.engine_problem(opts.engine)
+        if problem:
+            raise _TargetProblem(problem)
+        _select_device(self.config, opts.engine)
+        try:
+            with frontend.hypothesis_profile(opts.profile):
+                self.result = frontend.run_check(
+                    self.cls or self.target,
+                    probes=[self.probe],
+                    capture_sizes=[self.size],
+                    engine=opts.engine,
+                    examples=opts.effective_examples,
+                    steps=opts.steps,
+                    report_dir=opts.report_dir,
+                )
+        except Exception as e:
+            msg = frontend.contract_message(e, self.target)
+            if msg is None:
+                raise  # a graphsafe bug: show the traceback
+            raise _TargetProblem(msg) from None
+        if not self.result.ok:
+            raise GraphsafeFailure(
+                frontend.failure_text(self.result, f"{self.target} [probe {self.probe}, capture size {self.size}]")
+            )
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, GraphsafeFailure):
+            return str(excinfo.value)
+        if isinstance(excinfo.value, _TargetProblem):
+            return f"graphsafe: {excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        # point at the target class when it is known, so -vv shows where the backend lives
+        if self.cls is not None:
+            try:
+                return Path(inspect.getfile(self.cls)), inspect.getsourcelines(self.cls)[1] - 1, self.name
+            except (TypeError, OSError):
+                pass
+        return self.path, None, self.name
+
+
+# -- fixture and marker ------------------------------------------------------------------------
+class GraphsafeFixture:
+    """What the ``graphsafe`` fixture returns.
+
+    ``check(target, **kwargs)`` calls :func:`graphsafe.check` with the run's
+    defaults (engine, examples, steps, report dir, profile), overridden by the
+    test's ``@pytest.mark.graphsafe(...)`` keywords and then by ``kwargs``.  It
+    fails the test with the findings (no traceback) when the result is not ok
+    and returns the :class:`graphsafe.CheckResult` otherwise.  ``profile`` may be
+    ``fast``, ``ci`` or ``thorough``.
+    """
+
+    def __init__(self, defaults: dict[str, Any], config: pytest.Config | None = None):
+        self.defaults = dict(defaults)
+        self.results: list[Any] = []
+        self._config = config
+
+    def check(self, target: Any, **kwargs: Any):
+        params = {**self.defaults, **kwargs}
+        try:
+            profile = frontend.profile_name(params.pop("profile", None))
+            params["engine"] = frontend.parse_engine(params.get("engine") or "auto")
+        except ConfigError as e:
+            pytest.fail(f"graphsafe: {e}", pytrace=False)
+        if params.get("examples") is None:
+            params["examples"] = frontend.default_examples(profile)
+        problem = frontend.engine_problem(params["engine"])
+        if problem:
+            pytest.fail(f"graphsafe: {problem}", pytrace=False)
+        if self._config is not None:
+            _select_device(self._config, params["engine"])
+        msg = None
+        try:
+            with frontend.hypothesis_profile(profile):
+                result = frontend.run_check(target, **params)
+        except Exception as e:
+            msg = frontend.contract_message(e, target)
+            if msg is None:
+                raise
+        if msg is not None:  # outside the except block: no chained traceback in the report
+            pytest.fail(f"graphsafe: {msg}", pytrace=False)
+        self.results.append(result)
+        if not result.ok:
+            pytest.fail(frontend.failure_text(result), pytrace=False)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<graphsafe fixture {self.defaults}>"
+
+
+@pytest.fixture
+def graphsafe(request: pytest.FixtureRequest) -> GraphsafeFixture:
+    """Check a target from a test: ``graphsafe.check(MyTarget)`` fails the test on findings."""
+    opts = _options(request.config)
+    defaults: dict[str, Any] = {
+        "engine": opts.engine,
+        "examples": opts.examples,
+        "steps": opts.steps,
+        "report_dir": opts.report_dir,
+        "profile": opts.profile,
+    }
+    # farthest marker first, so the closest (function over class over module) wins
+    for mark in reversed(list(request.node.iter_markers("graphsafe"))):
+        if mark.args:
+            pytest.fail("graphsafe: @pytest.mark.graphsafe takes keyword arguments only, "
+                        f"e.g. @pytest.mark.graphsafe(examples=20); got {mark.args!r}", pytrace=False)
+        defaults.update(mark.kwargs)
+    return GraphsafeFixture(defaults, request.config)

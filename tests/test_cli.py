@@ -1,0 +1,207 @@
+"""The ``graphsafe`` command line (graphsafe/cli.py): check, list, repro; exit codes and output."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import graphsafe.reports
+from graphsafe.cli import main
+from graphsafe.registry import names
+
+TARGETS = '''
+import torch
+import graphsafe
+
+
+class Safe(graphsafe.Target):
+    """A correct target."""
+
+    support = graphsafe.Support.ALWAYS
+    default_spec = graphsafe.CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, block_size=4)
+
+    def setup(self, spec, device):
+        self.x = torch.zeros(spec.max_reqs * spec.max_query_len, 4, device=device)
+        self.lens = torch.zeros(spec.max_reqs * spec.max_query_len, device=device)
+        self.out = torch.zeros_like(self.x)
+
+    def prepare(self, batch):
+        n = batch.num_tokens
+        self.x.zero_(); self.x[:n] = graphsafe.seeded((n, 4), seed=batch.seed)
+        lens = torch.tensor([float(s) for s, q in zip(batch.seq_lens, batch.query_lens) for _ in range(q)])
+        self.lens.zero_(); self.lens[:n] = lens
+
+    def forward(self):
+        torch.mul(self.x, self.lens[:, None], out=self.out)
+        return self.out
+
+
+class Fresh(Safe):
+    """stale-pointer: a new tensor every step, the captured one dropped."""
+
+    def prepare(self, batch):
+        super().prepare(batch)
+        self.lens = self.lens.clone()
+
+
+class WrongType(Safe):
+    def forward(self):
+        super().forward()
+        return 3
+'''
+
+MOD = "gs_cli_targets"
+FAST = ["--engine", "emulate", "--examples", "5", "--steps", "2", "--capture-sizes", "2"]
+PROBES = ["--probes", "stale-pointer,unpersisted-metadata"]
+
+
+@pytest.fixture
+def targets(tmp_path, monkeypatch):
+    """``gs_cli_targets`` importable from tmp_path, which is also the working directory."""
+    (tmp_path / f"{MOD}.py").write_text(TARGETS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, MOD, raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    # --engine emulate switches Triton to its interpreter for the whole process: restore it afterwards
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    yield tmp_path
+    sys.modules.pop(MOD, None)
+
+
+def table_rows(out: str) -> dict[str, list[str]]:
+    """Table row name -> cells (the header row is keyed 'target')."""
+    rows = {}
+    for line in out.splitlines():
+        if not line.strip():
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        if set(cells[0]) != {"-"}:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_check_unsafe_exits_1_with_table_and_findings(targets, capsys):
+    rc = main(["check", f"{MOD}:Safe", f"{MOD}:Fresh", *FAST, *PROBES])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    rows = table_rows(out)
+    assert rows["target"] == ["stale-pointer", "unpersisted-metadata", "other"]
+    assert rows[f"{MOD}:Safe"] == ["ok", "ok", "ok"]
+    assert rows[f"{MOD}:Fresh"] == ["stale-pointer", "ok", "ok"]
+    assert f"{MOD}:Fresh: stale-pointer" in out
+    assert "stale-pointer: the graph reads freed memory" in out and "at: self.lens" in out
+    assert "step 0: Batch(" in out and "fix: " in out
+    assert re.search(rf"^\[1/2\] {MOD}:Safe \.\.\. ok \(\d+\.\ds\)$", err, re.M), err
+    assert re.search(rf"^\[2/2\] {MOD}:Fresh \.\.\. stale-pointer \(\d+\.\ds\)$", err, re.M), err
+
+
+def test_check_safe_exits_0(targets, capsys):
+    rc = main(["check", f"{MOD}:Safe", *FAST, "--probes", "stale-pointer", "--seed", "3"])
+    out, _ = capsys.readouterr()
+    assert rc == 0
+    assert table_rows(out)[f"{MOD}:Safe"] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["check", "nosuch"], "graphsafe: error: unknown target 'nosuch'"),
+        (["check", "nosuch_module_xyz:Cls"], "module 'nosuch_module_xyz' does not import"),
+        (["check", f"{MOD}:Missing"], f"module '{MOD}' has no attribute 'Missing'"),
+        (["check", f"{MOD}:Safe", "--engine", "bogus"], "--engine: unknown engine 'bogus'"),
+        (["check", f"{MOD}:Safe", "--probes", "nope"], "--probes: unknown probe 'nope'"),
+        (["check", f"{MOD}:Safe", "--examples", "0"], "--examples: must be >= 1"),
+        (["check"], "the following arguments are required: TARGET"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        ([], "required"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(targets, capsys, argv, message):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert message in err
+    assert "Traceback" not in err + out
+
+
+def test_contract_error_at_run_time_exits_2(targets, capsys):
+    rc = main(["check", f"{MOD}:Safe", f"{MOD}:WrongType", *FAST, "--probes", "stale-pointer"])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    assert f"graphsafe: error: {MOD}:WrongType: forward() must return a tensor" in err
+    rows = table_rows(out)
+    assert rows[f"{MOD}:Safe"] == ["ok", "ok"]
+    assert rows[f"{MOD}:WrongType"] == ["-", "ERROR"]
+    assert "Traceback" not in err
+
+
+def test_version_and_help(capsys):
+    assert main(["--version"]) == 0
+    assert "graphsafe 0." in capsys.readouterr().out
+    assert main(["check", "--help"]) == 0
+    assert "--capture-sizes" in capsys.readouterr().out
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    registered = names()
+    assert [line.split()[0] for line in lines] == registered  # one per line, sorted
+    try:
+        from graphsafe import reference
+    except ImportError:  # pragma: no cover - the reference package is optional here
+        return
+    assert set(reference.names()) <= set(registered)
+    by_name = {line.split()[0]: line for line in lines}
+    assert by_name["flex:fresh_metadata"].endswith("[expected: unpersisted-metadata]")
+    assert by_name["flex"].endswith("[expected: ok]")
+    doc = reference.resolve("flex:fresh_metadata").__doc__.strip().splitlines()[0].strip()
+    assert doc in by_name["flex:fresh_metadata"]
+
+
+def test_repro_calls_reports(monkeypatch, capsys, tmp_path):
+    calls = []
+    monkeypatch.setattr(graphsafe.reports, "repro_main", lambda path, engine=None: calls.append((path, engine)) or 1)
+    assert main(["repro", str(tmp_path), "--engine", "emulate"]) == 1
+    assert calls == [(str(tmp_path), "emulate")]
+    assert main(["repro", str(tmp_path)]) == 1
+    assert calls[-1] == (str(tmp_path), None)  # no --engine: the report's recorded engine
+    monkeypatch.delattr(graphsafe.reports, "repro_main")
+    assert main(["repro", str(tmp_path)]) == 2
+    assert "graphsafe: error: 'graphsafe repro' needs graphsafe.reports.repro_main" in capsys.readouterr().err
+
+
+def test_report_then_repro_round_trip(targets, capsys):
+    reports = targets / "reports"
+    assert main(["check", f"{MOD}:Fresh", *FAST, "--probes", "stale-pointer", "--report-dir", str(reports)]) == 1
+    out = capsys.readouterr().out
+    path = re.search(r"report: (\S+)", out).group(1)
+    assert os.path.isfile(os.path.join(path, "finding.json"))
+    assert main(["repro", path, "--engine", "emulate"]) == 1  # still reproduces
+    assert "REPRODUCED" in capsys.readouterr().out
+
+
+def test_python_m_graphsafe_cli(targets):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(targets), os.environ.get("PYTHONPATH")])))
+    env.pop("CI", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphsafe.cli", "check", f"{MOD}:Fresh", *FAST, "--probes", "stale-pointer"],
+        cwd=targets, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert table_rows(proc.stdout)[f"{MOD}:Fresh"] == ["stale-pointer", "ok"]
+    assert "[1/1] gs_cli_targets:Fresh ... stale-pointer" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("graphsafe") is None, reason="the graphsafe console script is not on PATH")
+def test_console_script_usage_error():
+    proc = subprocess.run(["graphsafe", "check", "nosuch"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("graphsafe: error: unknown target 'nosuch'")
+    assert "Traceback" not in proc.stderr

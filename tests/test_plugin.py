@@ -1,0 +1,391 @@
+"""The pytest plugin (graphsafe/pytest_plugin.py), run in fresh pytest processes through ``pytester``.
+
+Synthetic, torch-only targets on the emulator keep every run to seconds:
+``Safe`` has no hazard, ``Fresh`` rebinds a buffer the graph reads (stale-pointer).
+Runs that need a real process (xdist, Hypothesis' CI profile) use
+``runpytest_subprocess``; collection-only and contract-error runs stay in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from graphsafe._internal import frontend, xdist
+from graphsafe.probes import DEFAULT_PROBES
+
+TARGETS = '''
+import hypothesis
+import torch
+import graphsafe
+
+
+class Safe(graphsafe.Target):
+    """A correct target: persistent buffers, everything rewritten in prepare()."""
+
+    support = graphsafe.Support.ALWAYS
+    default_spec = graphsafe.CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, block_size=4)
+
+    def setup(self, spec, device):
+        self.x = torch.zeros(spec.max_reqs * spec.max_query_len, 4, device=device)
+        self.lens = torch.zeros(spec.max_reqs * spec.max_query_len, device=device)
+        self.out = torch.zeros_like(self.x)
+
+    def prepare(self, batch):
+        n = batch.num_tokens
+        self.x.zero_(); self.x[:n] = graphsafe.seeded((n, 4), seed=batch.seed)
+        lens = torch.tensor([float(s) for s, q in zip(batch.seq_lens, batch.query_lens) for _ in range(q)])
+        self.lens.zero_(); self.lens[:n] = lens
+
+    def forward(self):
+        torch.mul(self.x, self.lens[:, None], out=self.out)
+        return self.out
+
+
+class Fresh(Safe):
+    """stale-pointer: a new tensor every step, the captured one dropped."""
+
+    expected = "stale-pointer"
+
+    def prepare(self, batch):
+        super().prepare(batch)
+        self.lens = self.lens.clone()
+
+
+class NoForward:
+    support = graphsafe.Support.ALWAYS
+
+    def setup(self, spec, device):
+        pass
+
+    def prepare(self, batch):
+        pass
+
+
+class WrongType(Safe):
+    def forward(self):
+        super().forward()
+        return 3
+
+
+SEEN_PROFILES = set()
+
+
+class RecordsProfile(Safe):
+    """Records which Hypothesis profile is loaded while graphsafe runs it."""
+
+    def prepare(self, batch):
+        SEEN_PROFILES.add(hypothesis.settings.get_current_profile_name())
+        super().prepare(batch)
+'''
+
+BROKEN = 'raise ImportError("this module is broken on purpose")\n'
+
+# emulator, few examples, short sequences: seconds per run
+FAST = ["-p", "no:cacheprovider", "--graphsafe-engine", "emulate", "--graphsafe-examples", "5", "--graphsafe-steps", "2"]
+
+
+def _plugin_args() -> list[str]:
+    # The plugin and xdist load through their entry points; name them only when autoload is off
+    # (naming an autoloaded plugin again with -p makes pytest refuse to start).
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return ["-p", "graphsafe.pytest_plugin", "-p", "xdist.plugin"]
+    return []
+
+
+@pytest.fixture
+def gs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester directory holding the synthetic targets (``mymod``) and an unimportable module."""
+    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "CI", "GRAPHSAFE_DB"):
+        monkeypatch.delenv(var, raising=False)
+    # in-process runs with --graphsafe-engine emulate switch Triton to its interpreter for the whole
+    # process; put TRITON_INTERPRET back afterwards so that later tests on a GPU machine compile kernels
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    pytester.makepyfile(mymod=TARGETS, broken=BROKEN)
+    pytester.syspathinsert()  # in-process runs import mymod from here; subprocesses get it on PYTHONPATH
+    return pytester
+
+
+def run_sub(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*_plugin_args(), *FAST, *args, timeout=300)
+
+
+def run_in(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """In-process, for runs that check nothing (collection, usage errors).
+
+    Runs that execute checks go to a subprocess: pytester drops the modules an in-process
+    run imported, and torch/Triton extension submodules cannot be imported a second time.
+    Engine auto: emulate would switch this process's Triton to the interpreter on a GPU machine.
+    """
+    return pytester.runpytest_inprocess(*_plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "auto",
+                                        "--graphsafe-examples", "5", *args)
+
+
+def failure_sections(result: pytest.RunResult) -> dict[str, str]:
+    """Failure headline (test id) -> the text pytest printed under it."""
+    text = result.stdout.str()
+    body = text.split("= FAILURES =", 1)[-1].split("short test summary info", 1)[0]
+    parts = re.split(r"^_{3,} (.+?) _{3,}$", body, flags=re.M)
+    return {parts[i].strip(): parts[i + 1].strip().strip("=").strip() for i in range(1, len(parts) - 1, 2)}
+
+
+# -- items ---------------------------------------------------------------------------------
+def test_items_pass_and_fail_with_the_finding(gs):
+    result = run_sub(
+        gs, "-v", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Fresh",
+        "--graphsafe-probes", "stale-pointer,unpersisted-metadata", "--graphsafe-capture-sizes", "2",
+    )
+    result.assert_outcomes(passed=3, failed=1)
+    out = result.stdout.str()
+    assert "graphsafe[mymod:Safe-stale-pointer-2] PASSED" in out
+    assert "graphsafe[mymod:Fresh-unpersisted-metadata-2] PASSED" in out
+    assert "graphsafe[mymod:Fresh-stale-pointer-2] FAILED" in out
+    assert "graphsafe: 2 target(s), engine emulate, profile fast, 5 examples" in out
+    text = failure_sections(result)["graphsafe[mymod:Fresh-stale-pointer-2]"]
+    assert text.startswith("mymod:Fresh [probe stale-pointer, capture size 2]")
+    assert "stale-pointer: the graph reads freed memory" in text
+    assert "at: self.lens" in text  # the path
+    assert re.search(r"step 0: Batch\(q=\[\d+(, \d+)*\], seq=", text)  # the minimal step sequence
+    assert "fix: " in text
+    assert "Traceback" not in out and "site-packages" not in out
+
+
+def test_items_spread_over_xdist_workers_and_share_reports(gs, tmp_path):
+    reports = tmp_path / "reports"
+    result = run_sub(
+        gs, "-n", "2", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Fresh",
+        "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "1,2",
+        "--graphsafe-report-dir", str(reports),
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    out = result.stdout.str()
+    assert "2 workers [4 items]" in out  # both workers collected the same 4 items
+    sections = failure_sections(result)
+    assert sorted(sections) == [f"graphsafe[mymod:Fresh-stale-pointer-{s}]" for s in (1, 2)]
+    for text in sections.values():
+        assert "stale-pointer: the graph reads freed memory" in text and "at: self.lens" in text
+        # both workers found the same finding (same key) and wrote the same report directory
+        m = re.search(r"report: (\S+)", text)
+        assert m, text
+        assert os.path.isfile(os.path.join(m.group(1), "finding.json"))
+    assert len({re.search(r"report: (\S+)", t).group(1) for t in sections.values()}) == 1
+    assert "Traceback" not in out
+
+
+def test_collection_ids_order_ini_and_overrides(gs):
+    gs.makeini(
+        """
+        [pytest]
+        graphsafe_targets =
+            mymod:Fresh
+            mymod:Safe
+        graphsafe_probes = stale-pointer,lazy-init
+        graphsafe_profile = thorough
+        """
+    )
+    result = run_in(gs, "--collect-only", "-q")
+    ids = [line for line in result.outlines if line.startswith("graphsafe[")]
+    # targets in the given order, then probes in the given order, then sizes from default_spec (1, 2)
+    assert ids == [
+        "graphsafe[mymod:Fresh-stale-pointer-1]", "graphsafe[mymod:Fresh-stale-pointer-2]",
+        "graphsafe[mymod:Fresh-lazy-init-1]", "graphsafe[mymod:Fresh-lazy-init-2]",
+        "graphsafe[mymod:Safe-stale-pointer-1]", "graphsafe[mymod:Safe-stale-pointer-2]",
+        "graphsafe[mymod:Safe-lazy-init-1]", "graphsafe[mymod:Safe-lazy-init-2]",
+    ]
+    # the command line wins over the ini; duplicates collapse; -k selects items
+    result = run_in(gs, "--collect-only", "-q", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Safe",
+                    "--graphsafe-capture-sizes", "2", "--graphsafe-profile", "ci", "-k", "lazy")
+    ids = [line for line in result.outlines if line.startswith("graphsafe[")]
+    assert ids == ["graphsafe[mymod:Safe-lazy-init-2]"]
+    # the header shows the profile and the examples it implies (--graphsafe-examples wins over the profile)
+    result = run_in(gs, "--collect-only")
+    assert "graphsafe: 2 target(s), engine auto, profile thorough, 5 examples" in result.stdout.str()
+    result = gs.runpytest_inprocess(*_plugin_args(), "-p", "no:cacheprovider", "--collect-only")
+    assert "graphsafe: 2 target(s), engine auto, profile thorough, 200 examples" in result.stdout.str()
+
+
+def test_default_probes_and_sizes(gs):
+    result = run_in(gs, "--collect-only", "-q", "--graphsafe", "mymod:Safe")
+    ids = [line for line in result.outlines if line.startswith("graphsafe[")]
+    assert ids == [f"graphsafe[mymod:Safe-{p}-{s}]" for p in DEFAULT_PROBES for s in (1, 2)]
+    assert "capture-failure" in DEFAULT_PROBES
+
+
+def test_bad_targets_fail_with_one_line(gs):
+    result = run_sub(
+        gs, "--graphsafe", "broken:Anything", "--graphsafe", "mymod:NoForward", "--graphsafe", "mymod:WrongType",
+        "--graphsafe", "nosuch", "--graphsafe", "mymod:Missing",
+        "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "1",
+    )
+    result.assert_outcomes(failed=5)
+    sections = failure_sections(result)
+    expected = {
+        "graphsafe[broken:Anything]": "module 'broken' does not import: ImportError: this module is broken on purpose",
+        "graphsafe[mymod:NoForward]": "NoForward has no forward() method",
+        "graphsafe[mymod:WrongType-stale-pointer-1]": "forward() must return a tensor",
+        "graphsafe[nosuch]": "unknown target 'nosuch'",
+        "graphsafe[mymod:Missing]": "has no attribute 'Missing'",
+    }
+    assert sorted(sections) == sorted(expected)
+    for name, needle in expected.items():
+        text = sections[name]
+        assert needle in text, (name, text)
+        assert text.startswith("graphsafe: ") and "\n" not in text, (name, text)  # one line, no traceback
+    assert "mymod:WrongType: forward() must return" in sections["graphsafe[mymod:WrongType-stale-pointer-1]"]
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_usage_errors(gs):
+    result = run_in(gs, "--graphsafe", "mymod:Safe", "--graphsafe-engine", "bogus")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "graphsafe: --graphsafe-engine: unknown engine 'bogus'" in result.stderr.str()
+    result = run_in(gs, "--graphsafe", "mymod:Safe", "--graphsafe-probes", "stale-pointr")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown probe 'stale-pointr'" in result.stderr.str()
+    result = run_in(gs, "--graphsafe", "mymod:Safe", "--graphsafe-capture-sizes", "1,x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--graphsafe-capture-sizes: expected an integer, got 'x'" in result.stderr.str()
+
+
+def test_capture_sizes_beyond_the_spec_are_dropped(gs):
+    result = run_in(gs, "--collect-only", "-q", "--graphsafe", "mymod:Safe", "--graphsafe-probes", "lazy-init",
+                    "--graphsafe-capture-sizes", "2,8")
+    assert [x for x in result.outlines if x.startswith("graphsafe[")] == ["graphsafe[mymod:Safe-lazy-init-2]"]
+    result = run_in(gs, "--graphsafe", "mymod:Safe", "--graphsafe-probes", "lazy-init", "--graphsafe-capture-sizes", "8")
+    result.assert_outcomes(failed=1)
+    assert "no capture size in [8] fits its spec (max_reqs=2)" in result.stdout.str()
+
+
+# -- fixture and marker ---------------------------------------------------------------------
+FIXTURE_TESTS = '''
+import pytest
+from mymod import Safe, Fresh
+
+
+def test_safe(graphsafe):
+    result = graphsafe.check(Safe, probes=["stale-pointer"], capture_sizes=[2])
+    assert result.ok and result.engine == "emulate" and 1 <= result.examples <= 5
+
+
+@pytest.mark.graphsafe(examples=2, probes=["stale-pointer", "lazy-init"], capture_sizes=[1])
+def test_marker_overrides_defaults(graphsafe):
+    result = graphsafe.check("mymod:Safe")
+    assert result.probes == ("lazy-init", "stale-pointer")
+    assert 1 <= result.examples <= 2
+
+
+@pytest.mark.graphsafe(probes=["stale-pointer"], examples=50)
+class TestClosestMarkerWins:
+    @pytest.mark.graphsafe(capture_sizes=[1], examples=2)
+    def test_it(self, graphsafe):
+        result = graphsafe.check(Safe, steps=1)
+        assert result.probes == ("stale-pointer",) and result.examples <= 2
+
+
+@pytest.mark.graphsafe(probes=["stale-pointer"], capture_sizes=[2])
+def test_unsafe_fails_with_findings(graphsafe):
+    graphsafe.check(Fresh)
+
+
+def test_target_error_is_one_line(graphsafe):
+    graphsafe.check("broken:Anything")
+'''
+
+
+def test_fixture_and_marker(gs):
+    gs.makepyfile(test_uses_fixture=FIXTURE_TESTS)
+    result = run_sub(gs, "--strict-markers")
+    result.assert_outcomes(passed=3, failed=2)
+    sections = failure_sections(result)
+    text = sections["test_unsafe_fails_with_findings"]
+    assert "mymod:Fresh on emulate: stale-pointer" in text
+    assert "at: self.lens" in text and "step 0: Batch(" in text
+    assert "def test_unsafe_fails_with_findings" not in text  # pytrace=False: no source, no traceback
+    text = sections["test_target_error_is_one_line"]
+    assert text.startswith("graphsafe: target 'broken:Anything': module 'broken' does not import")
+    assert "\n" not in text
+    assert "Traceback" not in result.stdout.str() and "During handling" not in result.stdout.str()
+
+
+def test_ci_profile_applies_to_graphsafe_only(gs, monkeypatch):
+    # With CI set, Hypothesis loads its own "ci" profile; graphsafe's checks must run under
+    # graphsafe-ci, and everything else must keep Hypothesis' profile.
+    monkeypatch.setenv("CI", "true")
+    gs.makepyfile(test_profile='''
+import hypothesis
+import mymod
+
+
+def test_profile(graphsafe):
+    before = hypothesis.settings.get_current_profile_name()
+    graphsafe.check(mymod.RecordsProfile, probes=["stale-pointer"], capture_sizes=[1], examples=2)
+    assert mymod.SEEN_PROFILES == {"graphsafe-ci"}
+    assert hypothesis.settings.get_current_profile_name() == before == "ci"
+''')
+    result = gs.runpytest_subprocess(
+        *_plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "emulate",
+        "--graphsafe", "mymod:Safe", "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "1",
+        timeout=300,
+    )
+    result.assert_outcomes(passed=2)
+    assert "profile ci, 25 examples" in result.stdout.str()
+
+
+# -- helpers (no pytest run) -----------------------------------------------------------------
+def test_option_parsing():
+    assert frontend.parse_sizes("4, 1,2,2") == (1, 2, 4)
+    assert frontend.parse_sizes("") is None
+    assert frontend.parse_probes(None) == tuple(DEFAULT_PROBES)
+    assert frontend.parse_probes("lazy-init,stale-pointer") == ("lazy-init", "stale-pointer")
+    assert frontend.parse_probes(["all"]) == tuple(DEFAULT_PROBES)
+    with pytest.raises(frontend.ConfigError, match="unknown probe"):
+        frontend.parse_probes("nope")
+    assert frontend.parse_engine(" Emulate ") == "emulate"
+    with pytest.raises(frontend.ConfigError):
+        frontend.parse_int("0", "--graphsafe-examples")
+    assert frontend.expand_targets(["b", "a,b", "a"]) == ["b", "a"]
+
+
+def test_all_expands_to_the_registry():
+    from graphsafe.registry import names
+
+    assert frontend.expand_targets(["all"]) == names()
+
+
+def test_profiles(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    assert frontend.profile_name(None) == "graphsafe-fast"
+    for value, ci in [("true", True), ("1", True), ("yes", True), ("false", False), ("0", False), ("", False)]:
+        monkeypatch.setenv("CI", value)
+        assert frontend.env_is_ci() is ci, value
+    monkeypatch.setenv("CI", "true")
+    assert frontend.profile_name(None) == "graphsafe-ci"
+    assert frontend.profile_name("thorough") == "graphsafe-thorough"
+    assert [frontend.default_examples(frontend.profile_name(p)) for p in ("fast", "ci", "thorough")] == [10, 25, 200]
+    from hypothesis import settings
+
+    frontend.register_profiles()
+    ci = settings.get_profile("graphsafe-ci")
+    assert ci.derandomize and ci.database is None and ci.deadline is None and not ci.print_blob
+    assert settings.get_profile("graphsafe-fast").deadline is None
+    before = settings.get_current_profile_name()
+    with frontend.hypothesis_profile("graphsafe-thorough"):
+        assert settings.default.max_examples == 200
+    assert settings.get_current_profile_name() == before
+
+
+def test_xdist_worker_device(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert xdist.worker_index() is None
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw5")
+    assert xdist.worker_index() == 5
+    assert xdist.assign_device("emulate") is None
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "set_device", calls.append)
+    assert xdist.assign_device("auto") == 1 and calls == [1]
