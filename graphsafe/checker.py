@@ -266,7 +266,7 @@ class _Runner:
             try:
                 outs_e = as_outputs(out_e)
             except TypeError as e:
-                raise _contract_error(f"{self.cls.__qualname__}.{e}") from None
+                raise _contract_error(f"{e} (eager instance)") from None
             live_e = _live(eager, outs_e, batch)
             static_g, static_e = static_dict(g), static_dict(eager)
             mism = self.compare_all(live_g, live_e, static_g, static_e, batch)
@@ -394,6 +394,23 @@ def _database(name: str, database: Any):
     return DirectoryBasedExampleDatabase(os.path.join(root, slug))
 
 
+def _contract(fn):
+    """Contract TypeErrors raised while running the target become one-line TargetErrors."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(target, *args, **kwargs):
+        try:
+            return fn(target, *args, **kwargs)
+        except TypeError as e:
+            if getattr(e, "_graphsafe_contract", False):
+                raise TargetError(str(e)) from None
+            raise
+
+    return wrapper
+
+
+@_contract
 def check(
     target: Any,
     *,
@@ -501,7 +518,9 @@ def check(
         if f.key not in seen:
             seen.add(f.key)
             result.findings.append(f)
-    result.examples = counter["n"]
+    # examples drawn before the first finding (or all of them); later calls are Hypothesis shrinking
+    result.examples = min(counter["first"].values(), default=counter["n"])
+    result.calls = counter["n"]
     result.steps = runner.steps_run
     if "support-mismatch" in enabled:
         from .probes import support_mismatch
@@ -531,6 +550,7 @@ def _reports(result: CheckResult, report_dir) -> CheckResult:
     return result
 
 
+@_contract
 def reproduce(
     target: Any,
     steps: Sequence[Batch],

@@ -212,7 +212,8 @@ class CheckResult:
     probes: tuple[str, ...]
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    examples: int = 0
+    examples: int = 0  # examples drawn before the first finding, or all of them when none
+    calls: int = 0  # example runs in all, Hypothesis' shrinking included
     steps: int = 0
     seconds: float = 0.0
 

@@ -163,7 +163,7 @@ def test_forward_returning_non_tensors_is_rejected_naming_forward():
             super().forward()
             return [1, 2]
 
-    with pytest.raises(TypeError, match=r"forward\(\) must return a tensor"):
+    with pytest.raises(TargetError, match=r"forward\(\) must return a tensor"):
         graphsafe.check(ReturnsList, engine="emulate", database=False, examples=2)
 
 

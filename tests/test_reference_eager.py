@@ -24,6 +24,7 @@ import torch
 
 import graphsafe
 from graphsafe import Batch, CaptureSpec, Support, derive_seed, seeded
+from graphsafe.engines.triton_env import interpreter_active
 from graphsafe.contract import _set_emulated_capture
 from graphsafe.reference import BUGGY, FIXED, REGISTRY, names, resolve
 from graphsafe.reference.flex import document_ids
@@ -106,15 +107,19 @@ def batches_for(name: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     return BATCHES[resolve(name).support]
 
 
+# Kernels compiled for a GPU read GPU tensors only; under the interpreter everything is on the CPU.
+DEVICE = "cuda" if torch.cuda.is_available() and not interpreter_active() else "cpu"
+
+
 def randomise_static(g, seed: int = 0) -> None:
     for key, t in g.static().items():
-        t.copy_(seeded(t.shape, seed=derive_seed(seed, key), dtype=t.dtype))
+        t.copy_(seeded(t.shape, seed=derive_seed(seed, key), dtype=t.dtype, device=t.device))
 
 
 def new_instance(name: str, seed: int = 0):
     cls = resolve(name)
     g = cls()
-    g.setup(cls.default_spec, "cpu")
+    g.setup(cls.default_spec, DEVICE)
     randomise_static(g, seed)
     return g
 
@@ -125,7 +130,7 @@ def as_tuple(out) -> tuple[torch.Tensor, ...]:
 
 def run(g, batch: Batch) -> tuple[torch.Tensor, ...]:
     g.prepare(batch)
-    return tuple(o.clone() for o in g.live(as_tuple(g.forward()), batch))
+    return tuple(o.clone().cpu() for o in g.live(as_tuple(g.forward()), batch))
 
 
 def poison(g) -> None:
@@ -160,7 +165,7 @@ def emulated_capture():
 
 
 def close(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=1e-4, atol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------
@@ -202,7 +207,7 @@ def latent_attention_ref(cache: torch.Tensor, batch: Batch, q: torch.Tensor) -> 
 
 def reference(name: str, g, batch: Batch):
     """Expected (live outputs, static tensors after forward) for ``g`` (already set up and randomised)."""
-    static = {k: t.clone() for k, t in g.static().items()}
+    static = {k: t.clone().cpu() for k, t in g.static().items()}
     b = backend(name)
     if b == "flex":
         q = queries(batch, g.HEADS, g.DIM)

@@ -19,7 +19,9 @@ def as_outputs(out: Any, where: str = "forward()") -> tuple[torch.Tensor, ...]:
     if isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
         return tuple(out)
     kinds = type(out).__name__ if not isinstance(out, (tuple, list)) else "[" + ", ".join(type(t).__name__ for t in out) + "]"
-    raise TypeError(f"{where} must return a tensor or a non-empty tuple of tensors, got {kinds}")
+    err = TypeError(f"{where} must return a tensor or a non-empty tuple of tensors, got {kinds}")
+    err._graphsafe_contract = True  # a contract error: check() turns it into TargetError
+    raise err
 
 
 @dataclass

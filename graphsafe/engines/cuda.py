@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -47,11 +48,15 @@ class CudaEngine(Engine):
 
     def prescreen(self, fn: Callable[[], Any]) -> None:
         prev = torch.cuda.get_sync_debug_mode()
-        torch.cuda.set_sync_debug_mode("error")
+        with warnings.catch_warnings():  # "sync debug mode is a prototype feature", every time
+            warnings.simplefilter("ignore", UserWarning)
+            torch.cuda.set_sync_debug_mode("error")
         try:
             fn()
         finally:
-            torch.cuda.set_sync_debug_mode(prev)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                torch.cuda.set_sync_debug_mode(prev)
         torch.cuda.synchronize(self._device)
 
     def capture(self, fn: Callable[[], Any], *, pool: Any, size: int) -> Graph:
