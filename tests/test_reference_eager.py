@@ -392,7 +392,7 @@ def test_split_plan_frozen_from_a_short_batch_misses_keys_of_a_longer_one(name, 
     g.prepare(long)
     g.num_kv_splits, g.split_len = frozen
     out = g.live(g.forward(), long)
-    assert (not torch.allclose(out[0], expected[0], rtol=1e-4, atol=1e-4)) is wrong
+    assert (not torch.allclose(out[0].cpu(), expected[0], rtol=1e-4, atol=1e-4)) is wrong
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -460,7 +460,7 @@ def test_uniform_path_frozen_from_the_capture_batch_expands_a_mixed_batch_wrongl
     g.__dict__.update(frozen)
     g.forward()
     expected_lens = torch.tensor([p + 1 for _, _, p in live_tokens(mixed)], dtype=torch.int32)
-    assert (not torch.equal(g.tok_len[: mixed.num_tokens], expected_lens)) is wrong
+    assert (not torch.equal(g.tok_len[: mixed.num_tokens].cpu(), expected_lens)) is wrong
 
 
 @pytest.mark.parametrize("name,rebinds", [("flex", False), ("flex:fresh_metadata", True)])
@@ -519,7 +519,7 @@ def test_replaying_the_captured_forward_on_a_later_batch_uses_a_stale_plan_only_
     state.have_initialized = not planned_at_capture  # a replay repeats the capture's branch
     with emulated_capture():
         out = g.live(as_tuple(g.forward()), short)
-    assert (not torch.allclose(out[0], expected[0], rtol=1e-4, atol=1e-4)) is wrong
+    assert (not torch.allclose(out[0].cpu(), expected[0], rtol=1e-4, atol=1e-4)) is wrong
 
 
 @pytest.mark.parametrize("name,rebinds", [("flashmla_fp8", False), ("flashmla_fp8:fresh_buffers", True)])
