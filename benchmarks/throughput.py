@@ -1,0 +1,135 @@
+"""Checked steps per second through graphsafe against a bare hand-written loop doing the same work.
+
+The bare loop captures every size once (real torch.cuda.CUDAGraph on a GPU, the emulator's capture
+on a CPU), then per example builds a fresh eager instance from the same seed and per step runs
+prepare, replay, eager prepare + forward, and compares outputs and static tensors.  graphsafe runs
+the same number of examples through ``graphsafe.check`` (Hypothesis drawing, poisoning, pointer
+checks included) after one warm call, so capture and compilation are outside both timings.
+
+    python benchmarks/throughput.py [--engine E] [--examples 200] [--steps 4] [--only NAME...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import _util  # noqa: F401
+
+import torch
+
+import graphsafe
+import strategies as gs
+from graphsafe import reference
+from graphsafe._internal.evidence import randomise_static, static_dict
+from graphsafe._internal.session import CAPTURE_SEED, capture_query_len
+from graphsafe.engines import get_engine
+from graphsafe.engines.base import as_outputs
+
+
+def draw_plans(spec, support, examples, steps):
+    import dataclasses
+
+    from hypothesis.errors import NonInteractiveExampleWarning
+
+    sub = dataclasses.replace(spec, capture_sizes=())
+    worst = spec.worst_case_batch(spec.max_reqs, query_len=capture_query_len(support, spec), seed=CAPTURE_SEED)
+    strat = gs.step_sequences(sub, support=support, max_steps=steps, capture_batch=worst)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NonInteractiveExampleWarning)
+        return [strat.example() for _ in range(examples)]
+
+
+def bare_loop(cls, spec, engine, plans) -> tuple[int, float]:
+    """Returns (steps, seconds)."""
+    dev = engine.device
+    g = cls()
+    g.setup(spec, dev)
+    q = capture_query_len(cls.support, spec)
+    graphs, outs = {}, {}
+    sizes = sorted(spec.default_capture_sizes(), reverse=True)
+    pool = torch.cuda.graph_pool_handle() if engine.name == "cuda" else None
+    with torch.no_grad():
+        for s in sizes:
+            g.prepare(spec.worst_case_batch(s, query_len=q, seed=CAPTURE_SEED).padded(s))
+            if engine.name == "cuda":
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    g.forward()
+                torch.cuda.current_stream().wait_stream(side)
+                cg = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(cg, pool=pool):
+                    outs[s] = as_outputs(g.forward())
+                graphs[s] = cg.replay
+            else:
+                g.forward()
+                gr = engine.capture(g.forward, pool=None, size=s)
+                graphs[s], outs[s] = gr.replay, gr.outputs
+        sizes = sorted(sizes)
+        n = 0
+        t = time.perf_counter()
+        for plan in plans:
+            seed = plan[0].seed
+            randomise_static(g, seed)
+            e = cls()
+            e.setup(spec, dev)
+            randomise_static(e, seed)
+            for b in plan:
+                s = next(x for x in sizes if x >= b.num_reqs)
+                pb = b.padded(s)
+                g.prepare(pb)
+                graphs[s]()
+                live_g = [x.clone() for x in g.live(outs[s], pb)]
+                e.prepare(b)
+                live_e = e.live(as_outputs(e.forward()), b)
+                ok = all(torch.allclose(x, y, equal_nan=True) for x, y in zip(live_g, live_e))
+                se = static_dict(e)
+                ok = ok and all(torch.allclose(v.float(), se[k].float(), equal_nan=True) for k, v in static_dict(g).items())
+                n += 1
+        if engine.name == "cuda":
+            torch.cuda.synchronize()
+        return n, time.perf_counter() - t
+
+
+def through_graphsafe(name, engine_name, examples, steps) -> tuple[int, float, bool]:
+    graphsafe.check(name, engine=engine_name, examples=2, steps=steps, database=False, seed=99)  # capture, compile
+    r = graphsafe.check(name, engine=engine_name, examples=examples, steps=steps, database=False, seed=0)
+    return r.steps, r.seconds, r.ok
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--engine", default="auto")
+    ap.add_argument("--examples", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    eng = get_engine(a.engine)
+    rows = []
+    for name in a.only or reference.FIXED:
+        cls = reference.resolve(name)
+        spec = cls.default_spec
+        plans = draw_plans(spec, cls.support, a.examples, a.steps)
+        bare_loop(cls, spec, eng, plans[:2])  # compile
+        bn, bs = bare_loop(cls, spec, eng, plans)
+        gn, gsec, ok = through_graphsafe(name, eng.name, a.examples, a.steps)
+        row = {
+            "variant": name, "bare_steps": bn, "bare_seconds": round(bs, 3), "bare_steps_per_s": round(bn / bs, 1),
+            "graphsafe_steps": gn, "graphsafe_seconds": round(gsec, 3), "graphsafe_steps_per_s": round(gn / gsec, 1),
+            "ratio": round((gn / gsec) / (bn / bs), 3), "graphsafe_ok": ok,
+        }
+        rows.append(row)
+        print(row, flush=True)
+        _util.write(f"throughput-{eng.name}", {"engine": eng.name, "examples": a.examples, "steps": a.steps, "rows": rows}, a.out)
+    _util.write(f"throughput-{eng.name}", {"engine": eng.name, "examples": a.examples, "steps": a.steps, "rows": rows}, a.out)
+    print("\n| variant | bare steps/s | graphsafe steps/s | ratio |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} |")
+
+
+if __name__ == "__main__":
+    main()
