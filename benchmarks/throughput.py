@@ -22,6 +22,7 @@ import torch
 import graphsafe
 import strategies as gs
 from graphsafe import reference
+from graphsafe.checker import resolve_target
 from graphsafe._internal.evidence import randomise_static, static_dict
 from graphsafe._internal.session import CAPTURE_SEED, capture_query_len
 from graphsafe.engines import get_engine
@@ -110,7 +111,7 @@ def main() -> None:
     eng = get_engine(a.engine)
     rows = []
     for name in a.only or reference.FIXED:
-        cls = reference.resolve(name)
+        cls, _ = resolve_target(name)
         spec = cls.default_spec
         plans = draw_plans(spec, cls.support, a.examples, a.steps)
         bare_loop(cls, spec, eng, plans[:2])  # compile

@@ -135,18 +135,28 @@ def _plans(spec: CaptureSpec, support: Support, sizes: Sequence[int], drawn: boo
     top = max(sizes)
     main_spec = dataclasses.replace(spec, max_reqs=top, capture_sizes=())
     worst = spec.worst_case_batch(top, query_len=q, seed=CAPTURE_SEED)
+    # Strategies are built once per check: building them inside draws costs milliseconds an example.
+    worst_steps = gs.step_sequences(main_spec, support=support, max_steps=max_steps, capture_batch=worst)
+    captures, drawn_steps = {}, {}
+    if drawn:
+        for size in sizes:
+            # shared: the steps strategy sees the same capture batch the plan draws
+            captures[size] = st.shared(gs.capture_batches(spec, support=support, num_slots=size),
+                                       key=f"graphsafe-capture-{size}")
+            sub = dataclasses.replace(spec, max_reqs=size, capture_sizes=())
+            drawn_steps[size] = gs.step_sequences(sub, support=support, max_steps=max_steps,
+                                                  capture_batch=captures[size], beyond_capture=True)
+    size_choice = st.sampled_from(sorted(sizes))
 
     @st.composite
     def plan(draw):
-        if drawn and draw(st.booleans()):
-            size = draw(st.sampled_from(sorted(sizes)))
-            capture = draw(gs.capture_batches(spec, support=support, num_slots=size))
-            sub = dataclasses.replace(spec, max_reqs=size, capture_sizes=())
-            steps = draw(gs.step_sequences(sub, support=support, max_steps=max_steps, capture_batch=capture,
-                                           beyond_capture=True))
+        # one example in four captures with a drawn batch (a fresh capture each: the costly kind)
+        if drawn and draw(st.integers(0, 3)) == 3:
+            size = draw(size_choice)
+            capture = draw(captures[size])
+            steps = draw(drawn_steps[size])
             return Plan(tuple(steps), capture, size)
-        steps = draw(gs.step_sequences(main_spec, support=support, max_steps=max_steps, capture_batch=worst))
-        return Plan(tuple(steps))
+        return Plan(tuple(draw(worst_steps)))
 
     return plan()
 
@@ -241,7 +251,8 @@ class _Runner:
             if dead is not None:
                 return self._finish(dead, "stale-pointer", session, info, history) if "stale-pointer" in self.enabled else None
             snap = None
-            if "nondeterministic-replay" in self.enabled:
+            # one double replay an example: enough to see a race, without doubling every step
+            if "nondeterministic-replay" in self.enabled and len(history) == 1:
                 snap = {k: v.clone() for k, v in static_dict(g).items()}
             poison_floats(graph.outputs)
             graph.replay()

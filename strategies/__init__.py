@@ -25,6 +25,8 @@ Example::
 
 from __future__ import annotations
 
+import functools
+
 import math
 from typing import Any, Iterable, TypeVar, Union
 
@@ -56,10 +58,15 @@ _DEFAULT_MAX_SEQ_LEN = 512
 #: position costs one Hypothesis choice; a batch at max_seq_len with block size
 #: 1 would otherwise need thousands.  The positions are spread over the whole
 #: table (every request's first block included), the rest keep pool order.
-_MAX_SHUFFLED_POSITIONS = 64
+_MAX_SHUFFLED_POSITIONS = 8  # each shuffled position costs a draw: keep batches cheap to generate
 
 
 # -- helpers -------------------------------------------------------------------
+
+
+# Strategies built inside draws are validated by Hypothesis each time they are new objects; the same
+# bounds give the same (cached) object, validated once.  This halves the cost of drawing a plan.
+_ints = functools.lru_cache(maxsize=4096)(st.integers)
 
 
 def _get(draw: Any, value: Any) -> Any:
@@ -104,11 +111,12 @@ def _check_seed(seed: Any) -> int:
     return seed
 
 
+@functools.lru_cache(maxsize=1024)
 def _seeds_avoiding(avoid: int | None) -> SearchStrategy[int]:
     """Seeds in ``[0, 2**31 - 1]`` except ``avoid``; shrinks to 0 (to 1 when 0 is avoided)."""
     if avoid is None:
-        return st.integers(0, MAX_SEED)
-    return st.integers(0, MAX_SEED - 1).map(lambda s: s + 1 if s >= avoid else s)
+        return _ints(0, MAX_SEED)
+    return _ints(0, MAX_SEED - 1).map(lambda s: s + 1 if s >= avoid else s)
 
 
 def _draw_lengths(
@@ -189,7 +197,7 @@ def _draw_block_table(
             starts.append(acc)
             acc += n
         for i in _shuffle_positions(starts, total):
-            j = draw(st.integers(i, pool - 1))
+            j = draw(_ints(i, pool - 1))
             if j != i:
                 vi, vj = swapped.get(i, i), swapped.get(j, j)
                 swapped[i], swapped[j] = vj, vi
@@ -293,7 +301,7 @@ def decode_lengths(
         level = _check_support(_get(draw, support))
         sp = _check_spec(_get(draw, spec))
         n = num_reqs
-        n = draw(st.integers(1, sp.max_reqs)) if n is None else _get(draw, n)
+        n = draw(_ints(1, sp.max_reqs)) if n is None else _get(draw, n)
         _check_count("num_reqs", n, 1, sp.max_reqs, " (spec.max_reqs)")
         return _draw_query_lens(draw, level, sp, n)
 
@@ -304,7 +312,7 @@ def _draw_query_lens(draw: Any, level: Support, spec: CaptureSpec, n: int) -> tu
     if level is Support.UNIFORM_SINGLE_TOKEN_DECODE:
         return (1,) * n
     if level is Support.UNIFORM_BATCH:
-        k = draw(st.integers(0, spec.max_query_len - 1))
+        k = draw(_ints(0, spec.max_query_len - 1))
         return (1 + k,) * n
     q = st.integers(1, spec.max_query_len)
     return tuple(draw(q) for _ in range(n))
@@ -396,13 +404,19 @@ def _request(
 ) -> tuple[int, int]:
     """One request's ``(query_len, seq_len)``; ``q=None`` draws it in ``[1, max_query_len]``."""
     if q is None:
-        q = draw(st.integers(1, spec.max_query_len))
+        q = draw(_ints(1, spec.max_query_len))
     return q, _draw_lengths(draw, spec, (q,), chunks, lo_floor=lo_floor, hi_cap=hi_cap)[0]
+
+
+_request = functools.lru_cache(maxsize=4096)(_request)
 
 
 @st.composite
 def _table(draw: Any, spec: CaptureSpec, seq_lens: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     return _draw_block_table(draw, spec, seq_lens, True, True)
+
+
+_table = functools.lru_cache(maxsize=4096)(_table)
 
 
 @st.composite
@@ -426,7 +440,7 @@ def _batch(
     if level is Support.UNIFORM_SINGLE_TOKEN_DECODE:
         uniform: int | None = 1
     elif level is Support.UNIFORM_BATCH:
-        uniform = 1 + draw(st.integers(0, spec.max_query_len - 1))
+        uniform = 1 + draw(_ints(0, spec.max_query_len - 1))
     else:
         uniform = None
     reqs = [draw(_request(spec, uniform, chunks, lo_floor, hi_cap)) for _ in range(n)]
@@ -435,6 +449,9 @@ def _batch(
     table = draw(_table(spec, ss))
     seed = _check_seed(_get(draw, seeds))
     return Batch(query_lens=qs, seq_lens=ss, block_table=table, seed=seed, num_slots=num_slots or 0)
+
+
+_batch = functools.lru_cache(maxsize=4096)(_batch)
 
 
 def batches(
@@ -478,12 +495,12 @@ def batches(
         top = sp.max_reqs if slots is None else slots
         hint = " (num_slots)" if slots is not None else " (spec.max_reqs)"
         if num_reqs is None:
-            n: Any = st.integers(1, top)
+            n: Any = _ints(1, top)
         elif _is_strategy(num_reqs):
             n = num_reqs.map(lambda v: _check_count("num_reqs", v, 1, top, hint))
         else:
             n = _check_count("num_reqs", num_reqs, 1, top, hint)
-        seeds = st.integers(0, MAX_SEED) if seed is None else seed
+        seeds = _ints(0, MAX_SEED) if seed is None else seed
         return draw(_batch(sp, level, n, seeds, num_slots=slots))
 
     return _batches()
@@ -536,8 +553,8 @@ def capture_batches(
         sp = _check_spec(_get(draw, spec))
         level = _check_support(_get(draw, support))
         slots = _check_count("num_slots", _get(draw, num_slots), 1, sp.max_reqs, " (spec.max_reqs)")
-        seeds = st.integers(0, MAX_SEED) if seed is None else seed
-        return draw(_batch(sp, level, st.integers(1, slots), seeds, num_slots=slots, hi_cap=sp.max_seq_len - 1))
+        seeds = _ints(0, MAX_SEED) if seed is None else seed
+        return draw(_batch(sp, level, _ints(1, slots), seeds, num_slots=slots, hi_cap=sp.max_seq_len - 1))
 
     return _capture()
 
@@ -613,7 +630,7 @@ def step_sequences(
         # Sometimes (a drawn boolean, shrinking to False) end the sequence with
         # a forced "larger, then smaller" pair: stale padding from the larger.
         force = top >= 2 and hi_steps >= 2 and draw(st.booleans())
-        fresh = step(st.integers(1, top))
+        fresh = step(_ints(1, top))
         items = draw(
             st.lists(
                 st.one_of(fresh, st.just(_REPEAT)),
@@ -628,8 +645,8 @@ def step_sequences(
                 item = out[-1] if out else draw(fresh)
             out.append(item)
         if force:
-            big = draw(step(st.integers(2, top)))
-            out += [big, draw(step(st.integers(1, big.num_reqs - 1)))]
+            big = draw(step(_ints(2, top)))
+            out += [big, draw(step(_ints(1, big.num_reqs - 1)))]
         return out
 
     return _steps()
@@ -648,6 +665,9 @@ def _step(
     if beyond_lo is not None and draw(st.booleans()):
         lo_floor = beyond_lo
     return draw(_batch(spec, level, num_reqs, seeds, lo_floor=lo_floor))
+
+
+_step = functools.lru_cache(maxsize=4096)(_step)
 
 
 def _check_steps(min_steps: Any, max_steps: Any) -> tuple[int, int]:

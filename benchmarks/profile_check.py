@@ -1,0 +1,35 @@
+"""Profile one check: where graphsafe's time goes (Hypothesis drawing, capture, the per-step path).
+
+    python benchmarks/profile_check.py NAME [--engine E] [--examples N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+
+import _util  # noqa: F401
+
+import graphsafe
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("name")
+    ap.add_argument("--engine", default="auto")
+    ap.add_argument("--examples", type=int, default=200)
+    a = ap.parse_args()
+    graphsafe.check(a.name, engine=a.engine, examples=2, database=False, seed=99)  # capture and compile
+    prof = cProfile.Profile()
+    prof.enable()
+    r = graphsafe.check(a.name, engine=a.engine, examples=a.examples, database=False, seed=0)
+    prof.disable()
+    print(f"{a.name}: {r.steps} steps in {r.seconds:.2f}s = {r.steps / r.seconds:.1f} steps/s")
+    st = pstats.Stats(prof)
+    st.sort_stats("cumulative").print_stats(r"graphsafe/|strategies/|hypothesis/core", 28)
+    st.sort_stats("tottime").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()
