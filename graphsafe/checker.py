@@ -218,7 +218,9 @@ class _Runner:
     def _run(self, plan: Plan) -> Finding | None:
         eng = self.engine
         if plan.capture is not None:
-            session = CaptureSession(self.cls, self.spec, eng, (plan.size,), capture_batch=plan.capture)
+            known = self.main.learned_writes() if self.main is not None else None
+            session = CaptureSession(self.cls, self.spec, eng, (plan.size,), capture_batch=plan.capture,
+                                     known_writes=known)
             if session.failure is not None:
                 f = session.failure
                 f.batches = []

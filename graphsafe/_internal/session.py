@@ -74,6 +74,7 @@ class CaptureSession:
         engine: Engine,
         sizes: tuple[int, ...],
         capture_batch: Batch | None = None,
+        known_writes: set | None = None,
     ):
         self.target_cls, self.spec, self.engine = target_cls, spec, engine
         self.sizes = tuple(sorted(set(sizes)))
@@ -81,6 +82,9 @@ class CaptureSession:
         self.infos: dict[int, CaptureInfo] = {}
         self.notes: list[str] = []
         self.failure: Finding | None = None
+        # (kernel, argument) pairs known to be written; learning them clones every argument of every
+        # warm-up launch, so sessions after the first reuse what the first one learned
+        self.known_writes = known_writes
         self.target = target_cls()
         with torch.no_grad():
             call_target("setup(spec, device)", self.target.setup, spec, engine.device)
@@ -115,7 +119,9 @@ class CaptureSession:
         prepare_written = before.changed() | (set(now) - set(before.tensors))
         pre_warm = Snapshot(now)
         try:
-            wrec = eng.warmup(g.forward, runs=1, skip_keys=self.static_keys)
+            wrec = eng.warmup(g.forward, runs=1, skip_keys=self.static_keys, learn=self.known_writes is None)
+            if self.known_writes is not None:
+                wrec.kernel_writes |= self.known_writes
         except Exception as e:  # the target's eager forward raised
             raise TargetRaised("forward() (warm-up)", e) from e
         try:
@@ -156,6 +162,13 @@ class CaptureSession:
         return {k: t for k, t in storages_of(self.target, self.static_keys).items() if k in ext}
 
     # -- per example -----------------------------------------------------------------
+    def learned_writes(self) -> set:
+        """Every (kernel, argument) pair seen written during this session's warm-ups."""
+        out: set = set()
+        for info in self.infos.values():
+            out |= info.warmup_kernel_writes
+        return out
+
     def size_for(self, num_reqs: int) -> int:
         for s in self.sizes:
             if s >= num_reqs and s in self.graphs:

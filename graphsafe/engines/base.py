@@ -54,8 +54,9 @@ class Engine:
     def new_pool(self) -> Any:
         return None
 
-    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int]) -> Recorder:  # pragma: no cover
-        """Run ``fn`` eagerly ``runs`` times; the first run learns which kernel arguments are written."""
+    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int], learn: bool = True) -> Recorder:  # pragma: no cover
+        """Run ``fn`` eagerly ``runs`` times; the first run records launches (and, with ``learn``,
+        which kernel arguments they write)."""
         raise NotImplementedError
 
     def prescreen(self, fn: Callable[[], Any]) -> None:

@@ -32,11 +32,11 @@ class CudaEngine(Engine):
     def new_pool(self) -> Any:
         return torch.cuda.graph_pool_handle()
 
-    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int]) -> Recorder:
+    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int], learn: bool = True) -> Recorder:
         torch.cuda.synchronize(self._device)
         side = torch.cuda.Stream(self._device)
         side.wait_stream(torch.cuda.current_stream(self._device))
-        rec = Recorder("observe", learn_writes=True, skip_keys=skip_keys)
+        rec = Recorder("observe", learn_writes=learn, skip_keys=skip_keys)
         with torch.cuda.stream(side):
             with rec:
                 fn()

@@ -38,8 +38,8 @@ class EmulatorEngine(Engine):
     def device(self) -> torch.device:
         return self._device
 
-    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int]) -> Recorder:
-        rec = Recorder("observe", learn_writes=True, skip_keys=skip_keys)
+    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int], learn: bool = True) -> Recorder:
+        rec = Recorder("observe", learn_writes=learn, skip_keys=skip_keys)
         with rec:
             fn()
         for _ in range(runs - 1):
