@@ -9,6 +9,7 @@ an eager re-run of the same padded steps without graphs.
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ from ..engines.base import Graph, as_outputs
 from ..engines.recording import Launch, Recorder
 from ..findings import Mismatch
 from .ledger import poison_floats, prepare_writes, storages_of
-from .statewalk import walk
+from .statewalk import storage_key, walk
 
 __all__ = ["CaptureInfo", "StepContext", "Evidence", "randomise_static", "static_dict", "ReadOrigin"]
 
@@ -34,14 +35,58 @@ def static_dict(target: Target) -> dict[str, torch.Tensor]:
     elif isinstance(s, (list, tuple)):
         items = {f"static[{i}]": t for i, t in enumerate(s)}
     else:
-        raise TypeError(
+        raise _contract(
             f"{type(target).__name__}.static() must return a dict of name -> tensor or a list of tensors, "
             f"got {type(s).__name__}"
         )
     for k, t in items.items():
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{type(target).__name__}.static()[{k!r}] is a {type(t).__name__}, not a tensor")
+            raise _contract(
+                f"{type(target).__name__}.static()[{k!r}] is a {type(t).__name__}, not a tensor; "
+                "return only tensors the target holds (weights, caches, state)"
+            )
+    _require_held(target, items, isinstance(s, dict))
     return items
+
+
+def _contract(msg: str) -> TypeError:
+    err = TypeError(msg)
+    err._graphsafe_contract = True  # check() turns it into a one-line TargetError
+    return err
+
+
+# target -> storage keys of its static() tensors already found on it (walked again only when they change)
+_HELD: "weakref.WeakKeyDictionary[Any, frozenset[int]]" = weakref.WeakKeyDictionary()
+
+
+def _require_held(target: Target, items: dict[str, torch.Tensor], named: bool) -> None:
+    """A contract TypeError when a static() tensor's storage is not reachable from the target's attributes.
+
+    graphsafe restores, randomises and compares static tensors through their
+    storage; a tensor built fresh by static() (or held elsewhere) is a
+    different buffer on every call, so those steps would touch nothing the
+    graph reads, and its freed address could hide another buffer.
+    """
+    keys = {k: storage_key(t) for k, t in items.items() if t.untyped_storage().nbytes() > 0}
+    if not keys:
+        return
+    try:
+        if set(keys.values()) <= _HELD.get(target, frozenset()):
+            return
+    except TypeError:  # not weak-referenceable: check every time
+        pass
+    held = {storage_key(t) for _, t in walk(target)}
+    for k, key in keys.items():
+        if key not in held:
+            label = f"static()[{k!r}]" if named else f"static()[{k.removeprefix('static[').removesuffix(']')}]"
+            raise _contract(
+                f"{type(target).__name__}.{label} is not held by the target; return tensors stored on the "
+                "target (assign them to attributes in setup())"
+            )
+    try:
+        _HELD[target] = frozenset(keys.values())
+    except TypeError:
+        pass
 
 
 def randomise_static(target: Target, seed: int) -> None:
