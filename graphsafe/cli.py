@@ -4,6 +4,7 @@
 
     graphsafe check TARGET... [--engine E] [--examples N] [--steps N] [--probes P1,P2]
                               [--capture-sizes 1,2,4] [--report-dir DIR] [--seed S] [--profile P]
+                              [--isolate] [--timeout SECONDS]
     graphsafe list
     graphsafe repro PATH [--engine E]
 
@@ -14,8 +15,14 @@ owns (``target-error``, ``replay-mismatch``) go to the last column, ``other``.
 A ``-`` means nothing ran (capture failed or the target raised first).  Then
 each finding's summary.  Progress goes to stderr.
 
-Exit status: 0 nothing found, 1 an error-severity finding, 2 usage error or a
-target that cannot be checked (unknown, does not import, breaks the contract).
+With ``--isolate`` each target is checked in a process of its own: a target
+that crashes its process (a segfault, a broken CUDA context) or gives no
+result within ``--timeout`` seconds (default 600; ``--timeout`` implies
+``--isolate``) gets a row marked ``CRASH`` or ``TIMEOUT`` and the run goes on.
+
+Exit status: 0 nothing found, 1 an error-severity finding or a target that
+crashed or timed out, 2 usage error or a target that cannot be checked
+(unknown, does not import, breaks the contract).
 """
 
 from __future__ import annotations
@@ -59,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", default=None, metavar="S", help="Hypothesis seed")
     c.add_argument("--profile", default=None, metavar="P",
                    help="Hypothesis profile: fast, ci or thorough (default: Hypothesis' current settings)")
+    c.add_argument("--isolate", action="store_true",
+                   help="check each target in a process of its own: a crash or hang marks its row CRASH or "
+                        "TIMEOUT and the run goes on")
+    c.add_argument("--timeout", default=None, metavar="SECONDS",
+                   help=f"with --isolate (implied), seconds a target's check may take before its process is "
+                        f"killed (default {frontend.DEFAULT_TIMEOUT_S:g})")
 
     sub.add_parser("list", help="list registered targets", description="Registered targets, one per line.")
 
@@ -83,10 +96,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _repro(args)
     except ConfigError as e:
         return _usage(str(e))
-    except KeyboardInterrupt:
+    except BaseException as e:
+        if not _interrupted(e):
+            raise
         print("graphsafe: interrupted", file=sys.stderr)
         return 130
     return _usage(f"unknown command {args.command!r}")  # pragma: no cover - argparse rejects it first
+
+
+def _interrupted(e: BaseException) -> bool:
+    """A KeyboardInterrupt, or an error raised while handling one.
+
+    Hypothesis turns a Ctrl-C that arrives before its engine has started into
+    an ``AssertionError`` raised while handling the KeyboardInterrupt.
+    """
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _usage(msg: str) -> int:
@@ -112,7 +142,10 @@ def _check(args: argparse.Namespace) -> int:
     profile = None if args.profile is None else frontend.profile_name(args.profile)
     if profile is not None and examples is None:
         examples = frontend.default_examples(profile)
+    timeout = frontend.DEFAULT_TIMEOUT_S if args.timeout is None else frontend.parse_timeout(args.timeout, "--timeout")
+    isolate = args.isolate or args.timeout is not None
 
+    from ._internal import sandbox
     from .checker import TargetError, resolve_target, validate_target
 
     names = frontend.expand_targets(args.targets)
@@ -132,34 +165,38 @@ def _check(args: argparse.Namespace) -> int:
     results = []
     status = 0
     total = len(names)
-    for i, name in enumerate(names, 1):
-        print(f"[{i}/{total}] {name} ... ", end="", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        try:
-            kwargs: dict[str, Any] = dict(engine=engine, examples=examples, steps=steps, probes=list(probes),
-                                          capture_sizes=sizes, seed=seed, report_dir=args.report_dir)
-            if profile is not None:
-                with frontend.hypothesis_profile(profile):
-                    result = frontend.run_check(classes[name], **kwargs)
-            else:
-                result = frontend.run_check(classes[name], **kwargs)
-        except (ValueError, TypeError) as e:
-            msg = frontend.contract_message(e, name)
-            if msg is None and isinstance(e, ValueError) and "capture size" in str(e):
-                msg = f"{name}: {e}"
-            if msg is None:
-                raise
-            print(f"error ({time.perf_counter() - t0:.1f}s)", file=sys.stderr, flush=True)
-            print(f"graphsafe: error: {frontend.one_line(msg)}", file=sys.stderr)
-            rows.append((name, {c: "ERROR" if c == OTHER else "-" for c in columns}))
-            status = 2
-            continue
-        kinds = ", ".join(sorted(result.kinds)) or "ok"
-        print(f"{kinds} ({result.seconds:.1f}s)", file=sys.stderr, flush=True)
-        rows.append((name, _cells(result, columns)))
-        results.append(result)
-        if not result.ok and status == 0:
-            status = 1
+    try:
+        for i, name in enumerate(names, 1):
+            if isolate and i < total:  # the next target's process starts while this one is checked
+                sandbox.get_sandbox(classes[names[i]], engine=engine).start(wait=False)
+            print(f"[{i}/{total}] {name} ... ", end="", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            try:
+                result = _run_one(classes[name], engine, profile, isolate, timeout,
+                                  dict(examples=examples, steps=steps, probes=list(probes), capture_sizes=sizes,
+                                       seed=seed, report_dir=args.report_dir))
+            except (sandbox.SandboxCrashed, sandbox.SandboxTimeout) as e:
+                mark = "TIMEOUT" if isinstance(e, sandbox.SandboxTimeout) else "CRASH"
+                print(f"{mark.lower()} ({time.perf_counter() - t0:.1f}s)", file=sys.stderr, flush=True)
+                print(f"graphsafe: {name}: {e.what}; the run goes on", file=sys.stderr, flush=True)
+                rows.append((name, {c: mark if c == OTHER else "-" for c in columns}))
+                if status == 0:
+                    status = 1
+                continue
+            except (ValueError, TypeError) as e:
+                if not _report_error(e, name, t0, rows, columns):
+                    raise
+                status = 2
+                continue
+            kinds = ", ".join(sorted(result.kinds)) or "ok"
+            print(f"{kinds} ({result.seconds:.1f}s)", file=sys.stderr, flush=True)
+            rows.append((name, _cells(result, columns)))
+            results.append(result)
+            if not result.ok and status == 0:
+                status = 1
+    finally:
+        if isolate:
+            sandbox.close_all()
 
     print(_table(rows, columns))
     for result in results:
@@ -171,6 +208,31 @@ def _check(args: argparse.Namespace) -> int:
         for n in result.notes:
             print(f"note ({result.target}): {n}")
     return status
+
+
+def _run_one(cls: type, engine: str, profile: str | None, isolate: bool, timeout: float, kwargs: dict[str, Any]):
+    """One target's check: in its sandbox with ``isolate``, else here (under ``profile`` when given)."""
+    from contextlib import nullcontext
+
+    with frontend.hypothesis_profile(profile) if profile is not None else nullcontext():
+        if isolate:
+            from ._internal import sandbox
+
+            return sandbox.get_sandbox(cls, engine=engine).check(timeout, **kwargs)
+        return frontend.run_check(cls, engine=engine, **kwargs)
+
+
+def _report_error(e: Exception, name: str, t0: float, rows: list, columns: list[str]) -> bool:
+    """Print a contract (or capture-size) error in one line and add an ERROR row; False: not one of those."""
+    msg = frontend.contract_message(e, name)
+    if msg is None and isinstance(e, ValueError) and "capture size" in str(e):
+        msg = f"{name}: {e}"
+    if msg is None:
+        return False
+    print(f"error ({time.perf_counter() - t0:.1f}s)", file=sys.stderr, flush=True)
+    print(f"graphsafe: error: {frontend.one_line(msg)}", file=sys.stderr)
+    rows.append((name, {c: "ERROR" if c == OTHER else "-" for c in columns}))
+    return True
 
 
 def _cells(result, columns: list[str]) -> dict[str, str]:

@@ -28,7 +28,20 @@ Options (ini key in brackets; the command line wins):
 ``--graphsafe-steps`` [``graphsafe_steps``], ``--graphsafe-capture-sizes``
 [``graphsafe_capture_sizes``], ``--graphsafe-probes`` [``graphsafe_probes``],
 ``--graphsafe-report-dir`` [``graphsafe_report_dir``], ``--graphsafe-profile``
-[``graphsafe_profile``].
+[``graphsafe_profile``], ``--graphsafe-isolate`` [``graphsafe_isolate``],
+``--graphsafe-timeout`` [``graphsafe_timeout``].
+
+Isolation: by default (``--graphsafe-isolate target``) each target's items run
+their checks in a child process of that target's own (one per target and xdist
+worker, shared by its items; see :mod:`graphsafe._internal.sandbox`).  A target
+that segfaults, hangs past ``--graphsafe-timeout`` seconds (default 600, per
+item) or breaks its CUDA context fails its item with one paragraph, and its
+next item gets a fresh process; other targets are not affected.  With
+``--graphsafe-isolate none`` checks run in the pytest process; after an item
+breaks the CUDA context there, the remaining CUDA items of the process fail
+fast with "CUDA context broken by <item>".  The ``graphsafe`` fixture runs in
+the test's process unless its marker (or ``check()`` call) says
+``isolate="target"`` (optionally with ``timeout=...``).
 """
 
 from __future__ import annotations
@@ -41,7 +54,7 @@ from typing import Any
 
 import pytest
 
-from ._internal import frontend
+from ._internal import frontend, sandbox
 from ._internal.frontend import ConfigError
 from ._internal.xdist import assign_device
 
@@ -71,6 +84,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--graphsafe-profile", dest="graphsafe_profile", default=None, metavar="PROFILE",
                     help="Hypothesis profile for graphsafe checks: fast, ci or thorough "
                          "(default: ci when $CI is true, else fast)")
+    group.addoption("--graphsafe-isolate", dest="graphsafe_isolate", default=None, metavar="MODE",
+                    help="target (default): run each target's checks in a process of its own, so that a "
+                         "crash, hang or broken CUDA context fails only that target's items; "
+                         "none: run them in the pytest process")
+    group.addoption("--graphsafe-timeout", dest="graphsafe_timeout", default=None, metavar="SECONDS",
+                    help="with isolation, fail an item whose check gives no result within SECONDS and kill "
+                         "its process (default 600)")
     parser.addini("graphsafe_targets", "targets to check (one per line), like --graphsafe", type="linelist", default=[])
     parser.addini("graphsafe_engine", "graphsafe engine: auto, cuda or emulate", default="")
     parser.addini("graphsafe_examples", "Hypothesis examples per graphsafe check", default="")
@@ -79,6 +99,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("graphsafe_probes", "probes, comma separated", default="")
     parser.addini("graphsafe_report_dir", "report directory (relative to the ini file)", default="")
     parser.addini("graphsafe_profile", "Hypothesis profile: fast, ci or thorough", default="")
+    parser.addini("graphsafe_isolate", "where --graphsafe items run their checks: target (default) or none", default="")
+    parser.addini("graphsafe_timeout", "seconds an isolated graphsafe item may run (default 600)", default="")
 
 
 @dataclass
@@ -93,6 +115,8 @@ class Options:
     probes: tuple[str, ...] = ()
     report_dir: str | None = None
     profile: str = "graphsafe-fast"
+    isolate: str = "target"
+    timeout: float = frontend.DEFAULT_TIMEOUT_S
 
     @property
     def effective_examples(self) -> int:
@@ -142,6 +166,12 @@ def _resolve_options(config: pytest.Config) -> Options:
         o.profile = frontend.profile_name(v)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
+    v, where = _raw(config, "isolate")
+    if v is not None:
+        o.isolate = frontend.parse_isolate(v, where)
+    v, where = _raw(config, "timeout")
+    if v is not None:
+        o.timeout = frontend.parse_timeout(v, where)
     v, where = _raw(config, "report_dir")
     if v is not None:
         base = config.invocation_params.dir
@@ -181,8 +211,13 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as e:
         raise pytest.UsageError(f"graphsafe: {e}") from None
     config.stash[_OPTIONS] = opts
+    _group_by_target(config, opts)
     frontend.register_profiles()
     frontend.prepare_engine(opts.engine)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    sandbox.close_all()  # xdist workers may leave through os._exit, skipping atexit
 
 
 _DEVICE = pytest.StashKey[object]()
@@ -215,6 +250,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         f"graphsafe: {len(opts.targets)} target(s), engine {opts.engine}, profile {short}, "
         f"{opts.effective_examples} examples, probes {','.join(opts.probes)}"
         + (f", reports in {opts.report_dir}" if opts.report_dir else "")
+        + (f", one process per target (timeout {opts.timeout:g}s)" if opts.isolate == "target" else ", no isolation")
     )
 
 
@@ -269,6 +305,60 @@ class GraphsafeCollector(pytest.Collector):
                 )
 
 
+_ORDER = pytest.StashKey[dict]()
+
+
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    # While this item runs, the sandboxes of the next items' targets import torch and their
+    # targets in the background: start-up overlaps the current check instead of following it.
+    for upcoming in _upcoming_targets(item, nextitem):
+        upcoming.prestart(item)
+    return None  # a firstresult hook: let pytest run the item
+
+
+def _upcoming_targets(item: pytest.Item, nextitem: pytest.Item | None) -> list["GraphsafeItem"]:
+    """The next items of other targets whose sandboxes may start now (at most the live-process limit).
+
+    Under xdist only ``nextitem`` is known to be this worker's; otherwise the
+    session runs ``session.items`` in order.
+    """
+    if not isinstance(nextitem, GraphsafeItem):
+        return []
+    from ._internal.xdist import worker_id
+
+    if worker_id() is not None or sandbox.MAX_LIVE < 3:
+        return [nextitem]
+    order = item.config.stash.get(_ORDER, None)
+    if order is None:
+        order = item.config.stash[_ORDER] = {id(it): i for i, it in enumerate(item.session.items)}
+    i = order.get(id(nextitem))
+    if i is None:
+        return [nextitem]
+    out: list[GraphsafeItem] = []
+    seen = {getattr(item, "target", None)}
+    for it in item.session.items[i:]:
+        if len(out) >= sandbox.MAX_LIVE - 1 or not isinstance(it, GraphsafeItem):
+            break
+        if it.target not in seen:
+            seen.add(it.target)
+            out.append(it)
+    return out
+
+
+def _group_by_target(config: pytest.Config, opts: Any) -> None:
+    """Under ``-n`` with xdist's default ``--dist load``, switch to ``loadgroup`` for graphsafe items.
+
+    Items of one target share a sandbox process, capture sessions and compiled kernels; spread
+    over every worker, each worker would start, capture and compile everything again.  An explicit
+    ``--dist`` on the command line is left alone.
+    """
+    if not getattr(opts, "targets", None) or not getattr(config.option, "numprocesses", None):
+        return
+    explicit = any(a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args)
+    if not explicit and getattr(config.option, "dist", None) in ("load", "no"):
+        config.option.dist = "loadgroup"
+
+
 class GraphsafeFailure(Exception):
     """A check found something; carries the text a failing item prints."""
 
@@ -287,6 +377,8 @@ class GraphsafeItem(pytest.Item):
         self.target, self.probe, self.size, self.cls, self.problem = target, probe, size, target_cls, problem
         self.result = None
         self.add_marker("graphsafe")
+        # one xdist group per target: its items share one worker (and its sandbox, sessions, kernels)
+        self.add_marker(pytest.mark.xdist_group(name=target))
 
     def runtest(self) -> None:
         if self.problem:
@@ -295,27 +387,36 @@ class GraphsafeItem(pytest.Item):
         problem = frontend.engine_problem(opts.engine)
         if problem:
             raise _TargetProblem(problem)
-        _select_device(self.config, opts.engine)
-        try:
-            with frontend.hypothesis_profile(opts.profile):
-                self.result = frontend.run_check(
-                    self.cls or self.target,
-                    probes=[self.probe],
-                    capture_sizes=[self.size],
-                    engine=opts.engine,
-                    examples=opts.effective_examples,
-                    steps=opts.steps,
-                    report_dir=opts.report_dir,
-                )
-        except Exception as e:
-            msg = frontend.contract_message(e, self.target)
-            if msg is None:
-                raise  # a graphsafe bug: show the traceback
-            raise _TargetProblem(msg) from None
+        label = f"{self.target} [probe {self.probe}, capture size {self.size}]"
+        kwargs: dict[str, Any] = dict(
+            probes=[self.probe],
+            capture_sizes=[self.size],
+            examples=opts.effective_examples,
+            steps=opts.steps,
+            report_dir=opts.report_dir,
+        )
+        target = self.cls or self.target
+        if opts.isolate == "target":
+            self.result = _check_isolated(target, self.target, label, opts.engine, opts.profile, opts.timeout, kwargs)
+        else:
+            self.result = _check_in_process(self.config, target, self.target, label, self.nodeid, opts.engine,
+                                            opts.profile, kwargs)
         if not self.result.ok:
-            raise GraphsafeFailure(
-                frontend.failure_text(self.result, f"{self.target} [probe {self.probe}, capture size {self.size}]")
-            )
+            raise GraphsafeFailure(frontend.failure_text(self.result, label))
+
+    def prestart(self, previous: pytest.Item | None = None) -> None:
+        """Start this item's sandbox process in the background (isolated runs only)."""
+        if self.problem or (isinstance(previous, GraphsafeItem) and previous.target == self.target):
+            return
+        opts = _options(self.config)
+        if opts.isolate != "target" or frontend.engine_problem(opts.engine):
+            return
+        try:
+            box = sandbox.get_sandbox(self.cls or self.target, engine=opts.engine,
+                                      device=sandbox.worker_device(opts.engine))
+            box.start(wait=False)
+        except Exception:  # noqa: BLE001 - the item's own check reports whatever this was
+            pass
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, GraphsafeFailure):
@@ -334,6 +435,70 @@ class GraphsafeItem(pytest.Item):
         return self.path, None, self.name
 
 
+# -- running one check: in a sandbox, or here ---------------------------------------------------
+_CUDA_BROKEN = pytest.StashKey[str]()
+
+
+def _isolation_text(label: str, e: Exception) -> str:
+    """One line for an item whose sandbox crashed or timed out."""
+    return (f"{label}: {e.what}. It ran in a process of its own: other targets were not affected, "
+            "and this target's next check starts a fresh process")
+
+
+def _check_isolated(target: Any, name: str, label: str, engine: str, profile: str, timeout: float,
+                    kwargs: dict[str, Any]):
+    """``graphsafe.check`` in ``target``'s sandbox; crashes, hangs and contract errors become one line."""
+    box = sandbox.get_sandbox(target, engine=engine, device=sandbox.worker_device(engine))
+    try:
+        with frontend.hypothesis_profile(profile):  # the in-process fallback (local classes) runs under it
+            return box.check(timeout, profile=profile, **kwargs)
+    except (sandbox.SandboxCrashed, sandbox.SandboxTimeout) as e:
+        raise _TargetProblem(_isolation_text(label, e)) from None
+    except Exception as e:
+        msg = frontend.contract_message(e, name)
+        if msg is None:
+            raise  # a graphsafe bug: show the traceback (the child's is in the notes)
+        raise _TargetProblem(msg) from None
+
+
+def _check_in_process(config: pytest.Config, target: Any, name: str, label: str, who: str, engine: str,
+                      profile: str, kwargs: dict[str, Any]):
+    """``graphsafe.check`` in this process; after a failure on CUDA, probe the context.
+
+    Once a check has left the CUDA context unusable every later CUDA check of
+    this process would fail with a cascade of unrelated tracebacks: they fail
+    fast instead, naming the item that broke it.
+    """
+    cuda = frontend.uses_cuda(engine)
+    broken = config.stash.get(_CUDA_BROKEN, None) if cuda else None
+    if broken is not None:
+        raise _TargetProblem(f"CUDA context broken by {broken}; rerun with --graphsafe-isolate target")
+    _select_device(config, engine)
+    failed = True
+    try:
+        with frontend.hypothesis_profile(profile):
+            result = frontend.run_check(target, engine=engine, **kwargs)
+        failed = not result.ok
+        return result
+    except Exception as e:
+        msg = frontend.contract_message(e, name)
+        if msg is None and cuda and not sandbox.cuda_context_ok():
+            config.stash[_CUDA_BROKEN] = who
+            failed = False  # recorded
+            first = str(e).strip().splitlines()
+            raise _TargetProblem(
+                f"{label}: the check raised {type(e).__name__}: {first[0] if first else ''}, and this process's "
+                "CUDA context was unusable afterwards; the remaining CUDA checks of this process will fail: "
+                "rerun with --graphsafe-isolate target"
+            ) from None
+        if msg is None:
+            raise  # a graphsafe bug: show the traceback
+        raise _TargetProblem(msg) from None
+    finally:
+        if failed and cuda and _CUDA_BROKEN not in config.stash and not sandbox.cuda_context_ok():
+            config.stash[_CUDA_BROKEN] = who
+
+
 # -- fixture and marker ------------------------------------------------------------------------
 class GraphsafeFixture:
     """What the ``graphsafe`` fixture returns.
@@ -343,7 +508,9 @@ class GraphsafeFixture:
     test's ``@pytest.mark.graphsafe(...)`` keywords and then by ``kwargs``.  It
     fails the test with the findings (no traceback) when the result is not ok
     and returns the :class:`graphsafe.CheckResult` otherwise.  ``profile`` may be
-    ``fast``, ``ci`` or ``thorough``.
+    ``fast``, ``ci`` or ``thorough``.  ``isolate="target"`` runs the check in the
+    target's own process (``timeout`` seconds at most, default
+    ``--graphsafe-timeout``); the default, ``"none"``, runs it in the test's process.
     """
 
     def __init__(self, defaults: dict[str, Any], config: pytest.Config | None = None):
@@ -356,6 +523,9 @@ class GraphsafeFixture:
         try:
             profile = frontend.profile_name(params.pop("profile", None))
             params["engine"] = frontend.parse_engine(params.get("engine") or "auto")
+            isolate = frontend.parse_isolate(params.pop("isolate", None) or "none", "isolate")
+            timeout = params.pop("timeout", None)
+            timeout = frontend.DEFAULT_TIMEOUT_S if timeout is None else frontend.parse_timeout(timeout, "timeout")
         except ConfigError as e:
             pytest.fail(f"graphsafe: {e}", pytrace=False)
         if params.get("examples") is None:
@@ -363,6 +533,8 @@ class GraphsafeFixture:
         problem = frontend.engine_problem(params["engine"])
         if problem:
             pytest.fail(f"graphsafe: {problem}", pytrace=False)
+        if isolate == "target":
+            return self._check_isolated(target, profile, timeout, params)
         if self._config is not None:
             _select_device(self._config, params["engine"])
         msg = None
@@ -373,6 +545,21 @@ class GraphsafeFixture:
             msg = frontend.contract_message(e, target)
             if msg is None:
                 raise
+        if msg is not None:  # outside the except block: no chained traceback in the report
+            pytest.fail(f"graphsafe: {msg}", pytrace=False)
+        self.results.append(result)
+        if not result.ok:
+            pytest.fail(frontend.failure_text(result), pytrace=False)
+        return result
+
+    def _check_isolated(self, target: Any, profile: str, timeout: float, params: dict[str, Any]):
+        engine = params.pop("engine")
+        name = target if isinstance(target, str) else getattr(target, "__qualname__", repr(target))
+        msg = None
+        try:
+            result = _check_isolated(target, name, name, engine, profile, timeout, params)
+        except _TargetProblem as e:
+            msg = str(e)
         if msg is not None:  # outside the except block: no chained traceback in the report
             pytest.fail(f"graphsafe: {msg}", pytrace=False)
         self.results.append(result)
@@ -394,6 +581,8 @@ def graphsafe(request: pytest.FixtureRequest) -> GraphsafeFixture:
         "steps": opts.steps,
         "report_dir": opts.report_dir,
         "profile": opts.profile,
+        "isolate": "none",
+        "timeout": opts.timeout,
     }
     # farthest marker first, so the closest (function over class over module) wins
     for mark in reversed(list(request.node.iter_markers("graphsafe"))):

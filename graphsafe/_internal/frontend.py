@@ -25,6 +25,10 @@ __all__ = [
     "parse_int",
     "parse_sizes",
     "parse_probes",
+    "parse_isolate",
+    "parse_timeout",
+    "ISOLATION",
+    "uses_cuda",
     "expand_targets",
     "profile_name",
     "default_profile",
@@ -43,6 +47,12 @@ __all__ = [
 ]
 
 ENGINES = ("auto", "cuda", "emulate")
+
+#: where checks run: ``none`` in the calling process, ``target`` in one sandbox process per target
+ISOLATION = ("none", "target")
+
+#: seconds one isolated check may take before its process is killed
+DEFAULT_TIMEOUT_S = 600.0
 
 #: short name -> (Hypothesis profile, default number of examples)
 PROFILES: dict[str, tuple[str, int]] = {
@@ -77,6 +87,24 @@ def parse_int(value: Any, where: str, minimum: int = 1) -> int:
     if n < minimum:
         raise ConfigError(f"{where}: must be >= {minimum}, got {n}")
     return n
+
+
+def parse_isolate(value: Any, where: str = "isolate") -> str:
+    v = str(value).strip().lower()
+    if v not in ISOLATION:
+        raise ConfigError(f"{where}: unknown isolation {value!r}; choose one of {', '.join(ISOLATION)}")
+    return v
+
+
+def parse_timeout(value: Any, where: str = "timeout") -> float:
+    """Seconds, > 0 (``"90"``, ``"2.5"``)."""
+    try:
+        t = float(str(value).strip())
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected a number of seconds, got {value!r}") from None
+    if not t > 0 or t != t or t == float("inf"):
+        raise ConfigError(f"{where}: must be a number of seconds > 0, got {value!r}")
+    return t
 
 
 def _split(value: Any) -> list[str]:
@@ -233,6 +261,11 @@ def prepare_engine(engine: str) -> bool:
     if engine == "emulate" or interpreter_active() or (engine == "auto" and not cuda_available()):
         return use_interpreter(force=True)  # force=True also patches the autotuner when already on
     return interpreter_active()
+
+
+def uses_cuda(engine: str) -> bool:
+    """True when checks on ``engine`` run on CUDA here (``cuda``, or ``auto`` with a GPU visible)."""
+    return engine == "cuda" or (engine == "auto" and cuda_available())
 
 
 def engine_problem(engine: str) -> str | None:

@@ -1,0 +1,56 @@
+"""Print the README's markdown tables from benchmarks/results/*.json.
+
+    python benchmarks/tables.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def load(name):
+    p = RESULTS / name
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def cell(row):
+    if row is None:
+        return "not run"
+    found = ", ".join(row["kinds"]) or "none"
+    if row["expected"]:
+        return f"{found}; median {row['median_examples']} examples, {row['median_seconds']} s"
+    return f"{found} ({row['examples']} examples)"
+
+
+def main() -> None:
+    cpu, gpu = load("detection-emulate-cpu.json"), load("detection-cuda-gpu.json")
+    by = lambda d: {r["variant"]: r for r in d["rows"]} if d else {}
+    c, g = by(cpu), by(gpu)
+    print("| variant | expected | emulate (CPU) | cuda (GPU) |")
+    print("|---|---|---|---|")
+    for v in c or g:
+        exp = (c.get(v) or g.get(v))["expected"] or "none"
+        print(f"| {v} | {exp} | {cell(c.get(v))} | {cell(g.get(v))} |")
+    for name in ("throughput-cuda-gpu.json", "throughput-emulate-cpu.json"):
+        d = load(name)
+        if d:
+            print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, {d['examples']} examples of up to {d['steps']} steps)\n")
+            print("| variant | bare loop steps/s | graphsafe steps/s | ratio |")
+            print("|---|---|---|---|")
+            for r in d["rows"]:
+                print(f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} |")
+    for name in ("scaling-gpu.json", "scaling-cpu.json"):
+        d = load(name)
+        if d:
+            print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, --graphsafe {' '.join(d['targets'])}, {d['examples']} examples per item)\n")
+            print("| workers | wall s | speed-up | outcome |")
+            print("|---|---|---|---|")
+            for r in d["rows"]:
+                print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {r['summary']} |")
+
+
+if __name__ == "__main__":
+    main()
