@@ -285,10 +285,11 @@ class StaticNotDict(Safe):
 
 
 class ShortOutput(Safe):
-    """forward() returns one row, whatever the batch: the default live() cannot take the live tokens."""
+    """forward() returns no rows, whatever the batch: the default live() cannot take the live tokens
+    (even a one-token batch, which a derandomised CI run draws first)."""
 
     def forward(self):
-        return super().forward()[:1]
+        return super().forward()[:0]
 
 
 class LiveReturnsInt(Safe):
