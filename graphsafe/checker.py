@@ -471,8 +471,10 @@ def check(
             raise ValueError(f"capture size {s!r} must be an int in [1, spec.max_reqs={spec.max_reqs}]")
     examples = DEFAULT_EXAMPLES if examples is None else int(examples)
     steps = DEFAULT_STEPS if steps is None else int(steps)
-    if examples < 1 or steps < 1:
-        raise ValueError("examples and steps must be >= 1")
+    if examples < 1:
+        raise ValueError(f"examples must be >= 1, got {examples}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
     support = Support(cls.support)
     result = CheckResult(target=name, engine=eng.name, spec=spec, probes=tuple(sorted(enabled)))
 

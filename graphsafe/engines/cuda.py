@@ -75,8 +75,11 @@ class CudaEngine(Engine):
     def healthy(self) -> bool:
         """A broken capture can leave the context unusable; probe it with a tiny op."""
         try:
+            if torch.cuda.is_current_stream_capturing():
+                return False
             torch.cuda.synchronize(self._device)
             x = torch.ones(4, device=self._device)
-            return bool((x + 1).sum().item() == 8)
+            r = torch.rand(4, device=self._device)  # a failed capture can leave the generator unusable
+            return bool((x + 1).sum().item() == 8) and bool(((r >= 0) & (r <= 1)).all().item())
         except Exception:
             return False
