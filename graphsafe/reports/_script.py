@@ -1,8 +1,7 @@
-"""The logic of every report's ``repro.py``, copied verbatim into the script.
+"""The logic of every report's ``repro.py``: the script holds its ``RECIPE`` and imports
+``main``/``run_recipe`` from here (one copy for every report).
 
-Everything between the ``begin``/``end`` markers below is pasted into
-``repro.py`` after its ``RECIPE`` literal, so it may use only the standard
-library and graphsafe's public API (``graphsafe.reproduce``, ``graphsafe.check``,
+It uses only the standard library and graphsafe's public API (``graphsafe.reproduce``, ``graphsafe.check``,
 ``graphsafe.Batch``, ``graphsafe.CaptureSpec``, ``graphsafe.PROBES``).
 ``graphsafe repro DIR`` (:func:`graphsafe.reports.repro_main`) runs the same
 functions from this module on the recipe built from ``DIR/finding.json``.
@@ -12,7 +11,6 @@ is gone (other findings are printed but do not count), 2 when the repro cannot
 run at all (the target does not import, the engine is unavailable).
 """
 
-# --- graphsafe repro script: begin ---
 import argparse
 import importlib.util
 import os
@@ -119,4 +117,3 @@ def main(recipe, argv=None):
     )
     args = parser.parse_args(argv)
     return run_recipe_safely(recipe, engine=args.engine)
-# --- graphsafe repro script: end ---

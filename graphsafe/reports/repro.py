@@ -2,7 +2,7 @@
 
 The *recipe* is everything a replay needs, as plain JSON: the target's name,
 engine, capture spec, the shrunk steps, and how to capture.  ``repro.py``
-embeds it as a JSON literal followed by the logic of
+embeds it as a JSON literal and imports its logic from
 :mod:`graphsafe.reports._script`; :func:`repro_main` rebuilds the same recipe
 from ``finding.json`` and runs the same logic in-process.
 
@@ -18,7 +18,6 @@ How the capture is rebuilt:
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from typing import Any
@@ -30,8 +29,6 @@ from . import _script, jsonio
 __all__ = ["import_hints", "capture_plan", "recipe_from_data", "render_script", "repro_main", "SCRIPT_NAME"]
 
 SCRIPT_NAME = "repro.py"
-_BEGIN = "# --- graphsafe repro script: begin ---"
-_END = "# --- graphsafe repro script: end ---"
 
 
 # -- facts recorded at write time -------------------------------------------------------------
@@ -128,12 +125,6 @@ def recipe_from_data(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- the script -------------------------------------------------------------------------------
-def _script_body() -> str:
-    src = inspect.getsource(_script)
-    start, end = src.index(_BEGIN), src.index(_END)
-    return src[start : end + len(_END)]
-
-
 def _comment(text: str) -> str:
     return "\n".join(("# " + line).rstrip() for line in text.splitlines())
 
@@ -170,10 +161,11 @@ Written by graphsafe {graphsafe.__version__}."""
     return (
         "#!/usr/bin/env python3\n"
         + _comment(head)
-        + "\nimport json\n\n"
-        + f"RECIPE = json.loads(r'''\n{literal}\n''')\n\n"
-        + _script_body()
-        + "\n\n\nif __name__ == \"__main__\":\n    sys.exit(main(RECIPE))\n"
+        + "\nimport json\nimport sys\n\n"
+        + "# the replay logic lives in graphsafe (one copy for every report): main, run_recipe\n"
+        + "from graphsafe.reports._script import main, run_recipe  # noqa: F401\n\n"
+        + f"RECIPE = json.loads(r'''\n{literal}\n''')\n"
+        + "\n\nif __name__ == \"__main__\":\n    sys.exit(main(RECIPE))\n"
     )
 
 
