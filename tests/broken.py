@@ -16,9 +16,12 @@ Process breakers (run them in a sandbox: ``--graphsafe-isolate target``):
 CUDA only (their setup() refuses any other device, so they are harmless, and
 useless, on the CPU emulator):
 
-* ``BreaksContextInCapture``: forward() calls ``.item()`` only while
-  ``graphsafe.capturing()``: the eager pre-screen passes, the real capture fails
-  and leaves the process's CUDA context unusable.
+* ``ItemOnlyInCapture``: forward() calls ``.item()`` only while
+  ``graphsafe.capturing()``: the eager pre-screen passes, graphsafe's recorder
+  stops the read inside the capture (capture-failure, the context stays usable).
+* ``BreaksContextInCapture``: the same read made past the recorder, as a C++
+  extension would: the driver invalidates the capture and the process's CUDA
+  state is left unusable.
 * ``IllegalAccessOnReplay``: a Triton kernel stores at ``ptr + idx`` where prepare
   sets the device-side ``idx`` to ``1 << 40`` on replay steps (an illegal address).
 * ``HangsOnReplay``: a Triton kernel spins on a device flag nobody sets, on replay
@@ -52,6 +55,7 @@ __all__ = [
     "RaisesInSetup",
     "RaisesInPrepare",
     "RaisesInForward",
+    "ItemOnlyInCapture",
     "BreaksContextInCapture",
     "IllegalAccessOnReplay",
     "HangsOnReplay",
@@ -136,11 +140,12 @@ def _require_cuda(target: object, device) -> None:
         raise RuntimeError(f"{type(target).__name__} needs a CUDA device (it breaks the CUDA context on purpose)")
 
 
-class BreaksContextInCapture(Safe):
-    """forward() reads a device value to the host, but only inside a real capture.
+class ItemOnlyInCapture(Safe):
+    """forward() calls ``.item()`` on a device value, but only inside a real capture.
 
-    The eager warm-up and the sync-debug pre-screen see no host sync, so the
-    capture itself fails, and a failed capture leaves the CUDA context unusable.
+    The eager warm-up and the sync-debug pre-screen see no host sync; graphsafe's
+    capture recorder stops the ``.item()`` before CUDA sees it, so the check reports
+    capture-failure and the process's CUDA context stays usable.
     """
 
     def setup(self, spec, device):
@@ -151,6 +156,23 @@ class BreaksContextInCapture(Safe):
         out = super().forward()
         if graphsafe.capturing() and out.is_cuda:
             out.sum().item()  # a host sync inside capture
+        return out
+
+
+class BreaksContextInCapture(ItemOnlyInCapture):
+    """The same host read, done past graphsafe's recorder (as a C++ extension's would be).
+
+    The driver itself rejects it, the capture is invalidated, and the process's
+    CUDA state is left unusable (the next CUDA random call fails).
+    """
+
+    def forward(self):
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        out = Safe.forward(self)
+        if graphsafe.capturing() and out.is_cuda:
+            with _disable_current_modes():  # no dispatch mode sees this read
+                out.sum().item()
         return out
 
 

@@ -478,3 +478,16 @@ def test_cuda_sandbox_reports_a_broken_context_and_starts_afresh():
         box.close()
     with pytest.raises(sandbox.ContextBroken, match="CUDA context was unusable"):
         get_sandbox("tests.broken:IllegalAccessOnReplay", engine="cuda").check(120, **FAST)
+
+
+@needs_cuda
+def test_cuda_item_in_capture_is_stopped_before_the_driver_and_the_process_is_kept():
+    box = Sandbox("tests.broken:ItemOnlyInCapture", engine="cuda")
+    try:
+        result = box.check(120, **FAST)
+        assert result.kinds == {"capture-failure"}
+        assert not any("unusable" in n for n in result.notes), result.notes
+        assert box.alive  # the context is fine: the process serves the next check
+        assert box.check(120, **FAST).kinds == {"capture-failure"} and box.started == 1
+    finally:
+        box.close()

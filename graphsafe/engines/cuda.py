@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import warnings
 from typing import Any, Callable
 
@@ -60,12 +61,28 @@ class CudaEngine(Engine):
         torch.cuda.synchronize(self._device)
 
     def capture(self, fn: Callable[[], Any], *, pool: Any, size: int) -> Graph:
+        """Capture ``fn`` with Python's cyclic garbage collector paused.
+
+        An old ``CUDAGraph`` kept alive only by a reference cycle (a finished
+        example's session, an exception's traceback) is destroyed whenever the
+        collector happens to run.  Mid-capture that is ``cudaGraphExecDestroy``
+        on a capturing process, which invalidates the capture ("operation failed
+        due to a previous error during capture").  torch no longer collects
+        before capture unless ``torch.compiler.config.force_cudagraph_gc`` is
+        set, so the collector is switched off for the capture instead.
+        """
         graph = torch.cuda.CUDAGraph()
         rec = Recorder("capture")
-        # the recorder goes inside: capture_begin's own ops (RNG state set-up) are not forward()'s
-        with torch.cuda.graph(graph, pool=pool):
-            with rec:
-                outs = as_outputs(fn())
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            # the recorder goes inside: capture_begin's own ops (RNG state set-up) are not forward()'s
+            with torch.cuda.graph(graph, pool=pool):
+                with rec:
+                    outs = as_outputs(fn())
+        finally:
+            if collecting:
+                gc.enable()
         torch.cuda.synchronize(self._device)
         return Graph(outs, rec, graph.replay, size, {"cuda_graph": graph})
 
