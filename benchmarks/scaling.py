@@ -19,13 +19,14 @@ import time
 import _util
 
 
-def run(workers: int, examples: int, engine: str, targets: list[str]) -> dict:
+def run(workers: int, examples: int, engine: str, targets: list[str], extra: list[str] = ()) -> dict:
     with tempfile.TemporaryDirectory() as d:
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                "--graphsafe-examples", str(examples), "--graphsafe-engine", engine, "--rootdir", d, d]
         for t in targets:
             cmd += ["--graphsafe", t]
         cmd += ["-n", str(workers)] if workers > 1 else ["-p", "no:xdist"]
+        cmd += list(extra)
         env = dict(os.environ, PYTHONPATH=str(_util.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         t = time.perf_counter()
         p = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True)
@@ -42,16 +43,19 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=10)
     ap.add_argument("--engine", default="auto")
     ap.add_argument("--targets", nargs="*", default=["all"])
+    ap.add_argument("--pytest-args", default="", help="more pytest arguments, e.g. '--graphsafe-isolate none'")
+    ap.add_argument("--name", default="scaling", help="results file name (default scaling)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     rows = []
     for k in a.workers:
-        rows.append(run(k, a.examples, a.engine, a.targets))
+        rows.append(run(k, a.examples, a.engine, a.targets, a.pytest_args.split()))
         print(rows[-1], flush=True)
     base = rows[0]["seconds"]
     for r in rows:
         r["speedup"] = round(base / r["seconds"], 2)
-    _util.write("scaling", {"engine": a.engine, "examples": a.examples, "targets": a.targets, "rows": rows}, a.out)
+    _util.write(a.name, {"engine": a.engine, "examples": a.examples, "targets": a.targets,
+                         "pytest_args": a.pytest_args, "rows": rows}, a.out)
     print("\n| workers | wall s | speedup | outcome |")
     print("|---|---|---|---|")
     for r in rows:

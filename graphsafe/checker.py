@@ -28,7 +28,7 @@ from . import probes as probe_mod
 from ._internal.evidence import StepContext, randomise_static, static_dict
 from ._internal.ledger import poison_floats, storages_of
 from ._internal.session import CAPTURE_SEED, CaptureSession, TargetRaised, call_target, capture_query_len
-from .compare import compare
+from .compare import compare, compare_many
 from .contract import Batch, CaptureSpec, Support, Target
 from .engines import Engine, get_engine
 from .engines.base import as_outputs
@@ -176,33 +176,27 @@ class _Runner:
         return lambda row: dict(zip(("request", "token"), batch.token_owner(row)))
 
     def _locate_blocks(self, batch: Batch, name: str, t: torch.Tensor):
-        owner = {b: (r, i) for r, row in enumerate(batch.block_table) for i, b in enumerate(row)}
+        if not (t.dim() > 0 and t.shape[0] == self.spec.num_blocks):
+            return None
         bs = self.spec.block_size
 
-        def loc(row: int) -> dict:
+        def loc(row: int) -> dict:  # only called for a mismatch: the owner map is built then
+            owner = {b: (r, i) for r, table_row in enumerate(batch.block_table) for i, b in enumerate(table_row)}
             r, i = owner.get(row, (-1, -1))
             return {"block": row, "request": r, "token_block": i, "first_token": i * bs if r >= 0 else -1}
 
-        return loc if t.dim() > 0 and t.shape[0] == self.spec.num_blocks else None
+        return loc
 
     def compare_all(self, live_a, live_b, static_a, static_b, batch) -> list[Mismatch]:
-        out = []
-        for i, (a, b) in enumerate(zip(live_a, live_b)):
-            m = compare(f"output[{i}]", a, b, rtol=self.rtol, atol=self.atol, bitwise=self.bitwise,
-                        locate=self._locate_rows(batch))
-            if m:
-                out.append(m)
+        rows = self._locate_rows(batch)
+        pairs = [(f"output[{i}]", a, b, rows) for i, (a, b) in enumerate(zip(live_a, live_b))]
+        pairs += [(f"static[{name!r}]", a, static_b[name], self._locate_blocks(batch, name, a))
+                  for name, a in static_a.items() if name in static_b]
+        out = compare_many(pairs, rtol=self.rtol, atol=self.atol, bitwise=self.bitwise)
         if len(live_a) != len(live_b):
-            out.append(Mismatch("outputs", 1, 1, float("inf"), float("inf"),
-                                [{"note": f"{len(live_a)} outputs (graph) vs {len(live_b)} (eager)"}]))
-        for name, a in static_a.items():
-            b = static_b.get(name)
-            if b is None:
-                continue
-            m = compare(f"static[{name!r}]", a, b, rtol=self.rtol, atol=self.atol, bitwise=self.bitwise,
-                        locate=self._locate_blocks(batch, name, a))
-            if m:
-                out.append(m)
+            at = sum(1 for m in out if m.tensor.startswith("output["))
+            out.insert(at, Mismatch("outputs", 1, 1, float("inf"), float("inf"),
+                                    [{"note": f"{len(live_a)} outputs (graph) vs {len(live_b)} (eager)"}]))
         return out
 
     # the example ------------------------------------------------------------------------
@@ -258,15 +252,16 @@ class _Runner:
             if "nondeterministic-replay" in self.enabled and len(history) == 1:
                 snap = {k: v.clone() for k, v in static_dict(g).items()}
             poison_floats(graph.outputs)
+            # No synchronisation after a replay: the clones, the eager run and the comparison queue
+            # behind it on the same stream, and the comparison's one host read is the step's only
+            # wait.  (Fewer waits matter most when several processes share one GPU.)
             graph.replay()
-            eng.synchronize()
             live_g = [t.clone() for t in _live(g, graph.outputs, pb)]
             if snap is not None:
                 for k, v in static_dict(g).items():
                     v.copy_(snap[k])
                 poison_floats(graph.outputs)
                 graph.replay()
-                eng.synchronize()
                 again = [t.clone() for t in _live(g, graph.outputs, pb)]
                 f = nondeterministic_replay.run(live_g, again, lambda a, b: [
                     m for i, (x, y) in enumerate(zip(a, b))

@@ -8,7 +8,7 @@ import torch
 
 from .findings import Mismatch
 
-__all__ = ["tolerances", "compare", "Locator"]
+__all__ = ["tolerances", "compare", "compare_many", "Locator"]
 
 # (rtol, atol) per dtype, as torch.testing.assert_close uses by default.
 _TOL = {
@@ -82,6 +82,45 @@ def compare(
             pos.update(locate(i // max(row_size, 1)))
         first.append(pos)
     return Mismatch(name, int(idx.numel()), int(graph.numel()), max_abs, max_rel, first)
+
+
+def compare_many(
+    pairs: list[tuple[str, torch.Tensor, torch.Tensor, Locator | None]],
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    bitwise: bool = False,
+) -> list[Mismatch]:
+    """:func:`compare` over ``(name, graph, eager, locate)`` pairs, with one host read for all verdicts.
+
+    The per-step path compares several outputs and static tensors; reading each
+    verdict back separately costs a device synchronisation per tensor.  Here every
+    verdict stays on the device until one ``tolist()``, and only the pairs that
+    differ (or whose shapes differ) get the detailed :func:`compare`.
+    """
+    verdicts, pending, out = [], [], []
+    for name, g, e, loc in pairs:
+        if g.shape != e.shape:
+            out.append((name, g, e, loc))
+            continue
+        if g.numel() == 0:
+            continue
+        r, a = tolerances(e.dtype, rtol, atol)
+        if e.device != g.device:
+            e = e.to(g.device)
+        verdicts.append(_close(g, e, r, a, bitwise).all())
+        pending.append((name, g, e, loc))
+    if verdicts:
+        ok = torch.stack(verdicts).tolist()
+        out += [p for p, good in zip(pending, ok) if not good]
+    order = {name: i for i, (name, *_rest) in enumerate(pairs)}
+    out.sort(key=lambda p: order[p[0]])
+    found = []
+    for name, g, e, loc in out:
+        m = compare(name, g, e, rtol=rtol, atol=atol, bitwise=bitwise, locate=loc)
+        if m is not None:
+            found.append(m)
+    return found
 
 
 def _unravel(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:
