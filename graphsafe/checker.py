@@ -252,16 +252,18 @@ class _Runner:
             if "nondeterministic-replay" in self.enabled and len(history) == 1:
                 snap = {k: v.clone() for k, v in static_dict(g).items()}
             poison_floats(graph.outputs)
-            # No synchronisation after a replay: the clones, the eager run and the comparison queue
-            # behind it on the same stream, and the comparison's one host read is the step's only
-            # wait.  (Fewer waits matter most when several processes share one GPU.)
             graph.replay()
+            # Wait for the replay here, although the clones and the eager run would queue behind it:
+            # a device fault (an illegal address, a trap) then surfaces in the replay, not in the
+            # target's eager prepare() where it would pass for the target's own error.
+            eng.synchronize()
             live_g = [t.clone() for t in _live(g, graph.outputs, pb)]
             if snap is not None:
                 for k, v in static_dict(g).items():
                     v.copy_(snap[k])
                 poison_floats(graph.outputs)
                 graph.replay()
+                eng.synchronize()
                 again = [t.clone() for t in _live(g, graph.outputs, pb)]
                 f = nondeterministic_replay.run(live_g, again, lambda a, b: [
                     m for i, (x, y) in enumerate(zip(a, b))

@@ -241,16 +241,39 @@ def _options(config: pytest.Config) -> Options:
     return opts
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     opts = config.stash.get(_OPTIONS, None)
     if opts is None or not opts.targets:
         return None
     short = opts.profile.removeprefix("graphsafe-")
-    return (
+    lines = [
         f"graphsafe: {len(opts.targets)} target(s), engine {opts.engine}, profile {short}, "
         f"{opts.effective_examples} examples, probes {','.join(opts.probes)}"
         + (f", reports in {opts.report_dir}" if opts.report_dir else "")
         + (f", one process per target (timeout {opts.timeout:g}s)" if opts.isolate == "target" else ", no isolation")
+    ]
+    workers = getattr(config.option, "numprocesses", None)
+    if isinstance(workers, int) and workers > 1 and opts.engine in ("auto", "cuda"):
+        import torch
+
+        hint = gpu_sharing_hint(workers, torch.cuda.device_count() if torch.cuda.is_available() else 0)
+        if hint:
+            lines.append(hint)
+    return lines
+
+
+def gpu_sharing_hint(workers: int, gpus: int) -> str | None:
+    """A header line when more xdist workers than GPUs will run CUDA checks, else None.
+
+    Processes sharing one GPU without MPS are time-sliced: measured on an H200
+    (``benchmarks/gpu_sharing.py``), two processes replaying small graphs got 0.28x
+    the replays per second of one process alone, together.
+    """
+    if gpus < 1 or workers <= gpus:
+        return None
+    return (
+        f"graphsafe: {workers} workers share {gpus} GPU(s); the GPU time-slices between processes, so "
+        "workers beyond one per GPU add little speed unless MPS is running (benchmarks/gpu_sharing.py)"
     )
 
 

@@ -389,3 +389,11 @@ def test_xdist_worker_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     monkeypatch.setattr(torch.cuda, "set_device", calls.append)
     assert xdist.assign_device("auto") == 1 and calls == [1]
+
+
+def test_gpu_sharing_hint_appears_only_with_more_workers_than_gpus():
+    from graphsafe.pytest_plugin import gpu_sharing_hint
+
+    assert gpu_sharing_hint(workers=4, gpus=1).startswith("graphsafe: 4 workers share 1 GPU(s); the GPU time-slices")
+    assert gpu_sharing_hint(workers=2, gpus=2) is None
+    assert gpu_sharing_hint(workers=8, gpus=0) is None  # no GPU: the emulator, nothing is shared
