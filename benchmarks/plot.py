@@ -49,7 +49,9 @@ def main() -> None:
     ax.legend()
     # 3. xdist scaling
     ax = axes[2]
-    for name, label in [("scaling-gpu.json", "cuda (one GPU)"), ("scaling-cpu.json", "emulate (2 cores)")]:
+    for name, label in [("scaling-gpu.json", "cuda (one GPU), a process per target"),
+                        ("scaling-noisolate-gpu.json", "cuda (one GPU), no isolation"),
+                        ("scaling-cpu.json", "emulate (2 cores)")]:
         d = load(name)
         if not d:
             continue

@@ -42,14 +42,25 @@ def main() -> None:
             print("|---|---|---|---|")
             for r in d["rows"]:
                 print(f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} |")
-    for name in ("scaling-gpu.json", "scaling-cpu.json"):
+    for name in ("scaling-gpu.json", "scaling-noisolate-gpu.json", "scaling-cpu.json"):
         d = load(name)
         if d:
-            print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, --graphsafe {' '.join(d['targets'])}, {d['examples']} examples per item)\n")
+            extra = f" {d['pytest_args']}" if d.get("pytest_args") else ""
+            print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, --graphsafe {' '.join(d['targets'])}{extra}, "
+                  f"{d['examples']} examples per item)\n")
             print("| workers | wall s | speed-up | outcome |")
             print("|---|---|---|---|")
             for r in d["rows"]:
                 print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {r['summary']} |")
+
+    d = load("gpu-sharing-gpu.json")
+    if d:
+        print(f"\ngpu-sharing-gpu.json ({d['machine']['gpu']}, {d['seconds']} s per point)\n")
+        print("| loop | processes | total per s | per process per s |")
+        print("|---|---|---|---|")
+        for r in d["rows"]:
+            what = "replay 20 kernels + synchronize" if r["kind"] == "gpu" else "CPU-only control"
+            print(f"| {what} | {r['procs']} | {r['total_per_s']} | {r['per_process_per_s']} |")
 
 
 if __name__ == "__main__":
