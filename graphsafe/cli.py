@@ -28,7 +28,9 @@ crashed or timed out, 2 usage error or a target that cannot be checked
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 import warnings
 from typing import Any, Sequence
@@ -165,8 +167,10 @@ def _check(args: argparse.Namespace) -> int:
     results = []
     status = 0
     total = len(names)
+    latch = _InterruptLatch()
     try:
         for i, name in enumerate(names, 1):
+            latch.check()
             if isolate and i < total:  # the next target's process starts while this one is checked
                 sandbox.get_sandbox(classes[names[i]], engine=engine).start(wait=False)
             print(f"[{i}/{total}] {name} ... ", end="", file=sys.stderr, flush=True)
@@ -194,7 +198,9 @@ def _check(args: argparse.Namespace) -> int:
             results.append(result)
             if not result.ok and status == 0:
                 status = 1
+        latch.check()
     finally:
+        latch.close()
         if isolate:
             sandbox.close_all()
 
@@ -208,6 +214,33 @@ def _check(args: argparse.Namespace) -> int:
         for n in result.notes:
             print(f"note ({result.target}): {n}")
     return status
+
+
+class _InterruptLatch:
+    """Remembers a Ctrl-C, so that the run stops at the next target even when the
+    KeyboardInterrupt itself was swallowed (one that lands in a garbage-collector
+    callback, Hypothesis has one, is only printed by Python, never raised)."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._prev: Any = None
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            self._prev = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.hit = True
+        if callable(self._prev) and self._prev is not signal.default_int_handler:
+            self._prev(signum, frame)
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+
+    def close(self) -> None:
+        if self._prev is not None:
+            signal.signal(signal.SIGINT, self._prev)
+            self._prev = None
 
 
 def _run_one(cls: type, engine: str, profile: str | None, isolate: bool, timeout: float, kwargs: dict[str, Any]):

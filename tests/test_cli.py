@@ -13,41 +13,9 @@ import pytest
 import graphsafe.reports
 from graphsafe.cli import main
 from graphsafe.registry import names
+from tests.torch_targets import SOURCE
 
-TARGETS = '''
-import torch
-import graphsafe
-
-
-class Safe(graphsafe.Target):
-    """A correct target."""
-
-    support = graphsafe.Support.ALWAYS
-    default_spec = graphsafe.CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, block_size=4)
-
-    def setup(self, spec, device):
-        self.x = torch.zeros(spec.max_reqs * spec.max_query_len, 4, device=device)
-        self.lens = torch.zeros(spec.max_reqs * spec.max_query_len, device=device)
-        self.out = torch.zeros_like(self.x)
-
-    def prepare(self, batch):
-        n = batch.num_tokens
-        self.x.zero_(); self.x[:n] = graphsafe.seeded((n, 4), seed=batch.seed)
-        lens = torch.tensor([float(s) for s, q in zip(batch.seq_lens, batch.query_lens) for _ in range(q)])
-        self.lens.zero_(); self.lens[:n] = lens
-
-    def forward(self):
-        torch.mul(self.x, self.lens[:, None], out=self.out)
-        return self.out
-
-
-class Fresh(Safe):
-    """stale-pointer: a new tensor every step, the captured one dropped."""
-
-    def prepare(self, batch):
-        super().prepare(batch)
-        self.lens = self.lens.clone()
-
+TARGETS = SOURCE + '''
 
 class WrongType(Safe):
     def forward(self):
@@ -205,3 +173,28 @@ def test_console_script_usage_error():
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("graphsafe: error: unknown target 'nosuch'")
     assert "Traceback" not in proc.stderr
+
+
+def test_a_ctrl_c_swallowed_inside_a_check_still_stops_the_run_before_the_next_target(targets, monkeypatch, capsys):
+    import os
+    import signal
+
+    from graphsafe import cli
+
+    ran = []
+    real = cli._run_one
+
+    def run_one_that_swallows(cls, *args):
+        ran.append(cls.__name__)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # as if Ctrl-C landed in a garbage-collector callback
+        except KeyboardInterrupt:
+            pass
+        return real(cls, *args)
+
+    monkeypatch.setattr(cli, "_run_one", run_one_that_swallows)
+    before = signal.getsignal(signal.SIGINT)
+    assert main(["check", f"{MOD}:Safe", f"{MOD}:Fresh", *FAST, "--probes", "stale-pointer"]) == 130
+    assert ran == ["Safe"]  # Fresh never started
+    assert "graphsafe: interrupted" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is before  # the handler is put back

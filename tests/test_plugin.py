@@ -15,43 +15,10 @@ import pytest
 
 from graphsafe._internal import frontend, xdist
 from graphsafe.probes import DEFAULT_PROBES
+from tests.torch_targets import SOURCE
 
-TARGETS = '''
+TARGETS = SOURCE + '''
 import hypothesis
-import torch
-import graphsafe
-
-
-class Safe(graphsafe.Target):
-    """A correct target: persistent buffers, everything rewritten in prepare()."""
-
-    support = graphsafe.Support.ALWAYS
-    default_spec = graphsafe.CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, block_size=4)
-
-    def setup(self, spec, device):
-        self.x = torch.zeros(spec.max_reqs * spec.max_query_len, 4, device=device)
-        self.lens = torch.zeros(spec.max_reqs * spec.max_query_len, device=device)
-        self.out = torch.zeros_like(self.x)
-
-    def prepare(self, batch):
-        n = batch.num_tokens
-        self.x.zero_(); self.x[:n] = graphsafe.seeded((n, 4), seed=batch.seed)
-        lens = torch.tensor([float(s) for s, q in zip(batch.seq_lens, batch.query_lens) for _ in range(q)])
-        self.lens.zero_(); self.lens[:n] = lens
-
-    def forward(self):
-        torch.mul(self.x, self.lens[:, None], out=self.out)
-        return self.out
-
-
-class Fresh(Safe):
-    """stale-pointer: a new tensor every step, the captured one dropped."""
-
-    expected = "stale-pointer"
-
-    def prepare(self, batch):
-        super().prepare(batch)
-        self.lens = self.lens.clone()
 
 
 class NoForward:

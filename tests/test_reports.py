@@ -27,6 +27,7 @@ import pytest
 import torch
 
 import graphsafe
+from tests import torch_targets
 from graphsafe import Batch, CaptureSpec, Finding, FindingKind, Mismatch
 from graphsafe import reports
 from graphsafe.findings import EXPLANATIONS, FIXES
@@ -606,36 +607,8 @@ def test_a_hash_collision_takes_a_longer_hash(tmp_path):
 
 
 # == end to end: the real checker on synthetic targets =========================================
-class Persistent(graphsafe.Target):
-    """Safe: metadata copied into buffers allocated once in setup()."""
-
-    support = graphsafe.Support.ALWAYS
-    default_spec = graphsafe.CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, block_size=4)
-
-    def setup(self, spec, device):
-        self.x = torch.zeros(spec.max_reqs * spec.max_query_len, 4, device=device)
-        self.lens = torch.zeros(spec.max_reqs * spec.max_query_len, device=device)
-        self.out = torch.zeros_like(self.x)
-
-    def prepare(self, batch):
-        n = batch.num_tokens
-        self.x.zero_()
-        self.x[:n] = graphsafe.seeded((n, 4), seed=batch.seed)
-        lens = torch.tensor([float(s) for s, q in zip(batch.seq_lens, batch.query_lens) for _ in range(q)])
-        self.lens.zero_()
-        self.lens[:n] = lens
-
-    def forward(self):
-        torch.mul(self.x, self.lens[:, None], out=self.out)
-        return self.out
-
-
-class Fresh(Persistent):
-    """stale-pointer: a new tensor every step; the captured one is dropped."""
-
-    def prepare(self, batch):
-        super().prepare(batch)
-        self.lens = self.lens.clone()
+# Persistent is safe (buffers allocated once in setup()); Fresh rebinds a buffer the graph reads
+Persistent, Fresh = torch_targets.Safe, torch_targets.Fresh
 
 
 class HostSync(Persistent):
@@ -692,7 +665,7 @@ def _run_script(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProc
 
 def test_check_reports_stale_pointer_for_the_fresh_target(fresh_report):
     assert reports.load_finding(fresh_report).where == "self.lens"
-    assert fresh_report.parent.name == "tests.test_reports_Fresh"
+    assert fresh_report.parent.name == "tests.torch_targets_Fresh"  # named after the target
 
 
 def test_repro_script_exits_1_while_the_bug_is_there(fresh_report, tmp_path):
