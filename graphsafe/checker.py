@@ -28,8 +28,8 @@ from . import probes as probe_mod
 from ._internal.evidence import StepContext, randomise_static, static_dict
 from ._internal.ledger import poison_floats, storages_of
 from ._internal.session import CAPTURE_SEED, CaptureSession, TargetRaised, call_target, capture_query_len
-from .compare import compare, compare_many
-from .contract import Batch, CaptureSpec, Support, Target
+from .compare import compare_many
+from .contract import Batch, CaptureSpec, Support, Target, contract_error, is_contract_error
 from .engines import Engine, get_engine
 from .engines.base import as_outputs
 from .findings import CheckResult, Finding, FindingError, FindingKind, Mismatch
@@ -82,21 +82,15 @@ def validate_target(cls: type) -> None:
         raise TargetError(f"{name}.default_spec must be a graphsafe.CaptureSpec or None, got {type(spec).__name__}")
 
 
-def _contract_error(msg: str) -> TypeError:
-    e = TypeError(msg)
-    e._graphsafe_contract = True
-    return e
-
-
 def _live(target: Target, outputs: tuple[torch.Tensor, ...], batch: Batch) -> list[torch.Tensor]:
     live = target.live(outputs, batch)
     if isinstance(live, torch.Tensor):
         live = (live,)
     if not isinstance(live, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in live):
-        raise _contract_error(f"{type(target).__name__}.live() must return a tuple of tensors, got {type(live).__name__}")
+        raise contract_error(f"{type(target).__name__}.live() must return a tuple of tensors, got {type(live).__name__}")
     for t in live:
         if t.dim() == 0 or t.shape[0] != batch.num_tokens and type(target).live is Target.live:
-            raise _contract_error(
+            raise contract_error(
                 f"{type(target).__name__}.live() returned a tensor of shape {tuple(t.shape)}; rows must be the "
                 f"batch's {batch.num_tokens} live tokens (override live() if your outputs are laid out differently)"
             )
@@ -247,10 +241,11 @@ class _Runner:
             dead = stale_pointer.run(session, graph, info)
             if dead is not None:
                 return self._finish(dead, "stale-pointer", session, info, history) if "stale-pointer" in self.enabled else None
-            snap = None
+            statics = snap = None
             # one double replay an example: enough to see a race, without doubling every step
             if "nondeterministic-replay" in self.enabled and len(history) == 1:
-                snap = {k: v.clone() for k, v in static_dict(g).items()}
+                statics = static_dict(g)
+                snap = {k: v.clone() for k, v in statics.items()}
             poison_floats(graph.outputs)
             graph.replay()
             # Wait for the replay here, although the clones and the eager run would queue behind it:
@@ -259,16 +254,15 @@ class _Runner:
             eng.synchronize()
             live_g = [t.clone() for t in _live(g, graph.outputs, pb)]
             if snap is not None:
-                for k, v in static_dict(g).items():
+                for k, v in statics.items():
                     v.copy_(snap[k])
                 poison_floats(graph.outputs)
                 graph.replay()
                 eng.synchronize()
                 again = [t.clone() for t in _live(g, graph.outputs, pb)]
-                f = nondeterministic_replay.run(live_g, again, lambda a, b: [
-                    m for i, (x, y) in enumerate(zip(a, b))
-                    if (m := compare(f"output[{i}]", x, y, bitwise=True, locate=self._locate_rows(batch)))
-                ])
+                rows = self._locate_rows(batch)
+                f = nondeterministic_replay.run(live_g, again, lambda a, b: compare_many(
+                    [(f"output[{i}]", x, y, rows) for i, (x, y) in enumerate(zip(a, b))], bitwise=True))
                 if f is not None:
                     return self._finish(f, "nondeterministic-replay", session, info, history)
 
@@ -277,7 +271,7 @@ class _Runner:
             try:
                 outs_e = as_outputs(out_e)
             except TypeError as e:
-                raise _contract_error(f"{e} (eager instance)") from None
+                raise contract_error(f"{e} (eager instance)") from None
             live_e = _live(eager, outs_e, batch)
             static_g, static_e = static_dict(g), static_dict(eager)
             mism = self.compare_all(live_g, live_e, static_g, static_e, batch)
@@ -414,7 +408,7 @@ def _contract(fn):
         try:
             return fn(target, *args, **kwargs)
         except TypeError as e:
-            if getattr(e, "_graphsafe_contract", False):
+            if is_contract_error(e):
                 raise TargetError(str(e)) from None
             raise
 

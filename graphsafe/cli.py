@@ -247,11 +247,11 @@ def _run_one(cls: type, engine: str, profile: str | None, isolate: bool, timeout
     """One target's check: in its sandbox with ``isolate``, else here (under ``profile`` when given)."""
     from contextlib import nullcontext
 
-    with frontend.hypothesis_profile(profile) if profile is not None else nullcontext():
-        if isolate:
-            from ._internal import sandbox
+    if isolate:
+        from ._internal import sandbox
 
-            return sandbox.get_sandbox(cls, engine=engine).check(timeout, **kwargs)
+        return sandbox.get_sandbox(cls, engine=engine).check(timeout, profile=profile, **kwargs)
+    with frontend.hypothesis_profile(profile) if profile is not None else nullcontext():
         return frontend.run_check(cls, engine=engine, **kwargs)
 
 

@@ -98,25 +98,19 @@ def compare_many(
     verdict stays on the device until one ``tolist()``, and only the pairs that
     differ (or whose shapes differ) get the detailed :func:`compare`.
     """
-    verdicts, pending, out = [], [], []
-    for name, g, e, loc in pairs:
+    bad, verdicts, pending = [], [], []  # indices into pairs
+    for i, (_, g, e, _loc) in enumerate(pairs):
         if g.shape != e.shape:
-            out.append((name, g, e, loc))
-            continue
-        if g.numel() == 0:
-            continue
-        r, a = tolerances(e.dtype, rtol, atol)
-        if e.device != g.device:
-            e = e.to(g.device)
-        verdicts.append(_close(g, e, r, a, bitwise).all())
-        pending.append((name, g, e, loc))
+            bad.append(i)
+        elif g.numel() > 0:
+            r, a = tolerances(e.dtype, rtol, atol)
+            verdicts.append(_close(g, e.to(g.device), r, a, bitwise).all())
+            pending.append(i)
     if verdicts:
-        ok = torch.stack(verdicts).tolist()
-        out += [p for p, good in zip(pending, ok) if not good]
-    order = {name: i for i, (name, *_rest) in enumerate(pairs)}
-    out.sort(key=lambda p: order[p[0]])
+        bad += [i for i, good in zip(pending, torch.stack(verdicts).tolist()) if not good]
     found = []
-    for name, g, e, loc in out:
+    for i in sorted(bad):
+        name, g, e, loc = pairs[i]
         m = compare(name, g, e, rtol=rtol, atol=atol, bitwise=bitwise, locate=loc)
         if m is not None:
             found.append(m)

@@ -19,6 +19,19 @@ import torch
 __all__ = ["Support", "CaptureSpec", "Batch", "Target", "capturing"]
 
 
+def contract_error(msg: str) -> TypeError:
+    """A ``TypeError`` marked as the target breaking this contract: ``check()`` turns it into a
+    one-line :class:`graphsafe.TargetError` instead of a traceback."""
+    err = TypeError(msg)
+    err._graphsafe_contract = True  # type: ignore[attr-defined]
+    return err
+
+
+def is_contract_error(exc: BaseException) -> bool:
+    """True for an error made by :func:`contract_error` (or marked like one)."""
+    return bool(getattr(exc, "_graphsafe_contract", False))
+
+
 class Support(enum.IntEnum):
     """Which batches one captured graph may serve.
 

@@ -473,8 +473,7 @@ def _check_isolated(target: Any, name: str, label: str, engine: str, profile: st
     """``graphsafe.check`` in ``target``'s sandbox; crashes, hangs and contract errors become one line."""
     box = sandbox.get_sandbox(target, engine=engine, device=sandbox.worker_device(engine))
     try:
-        with frontend.hypothesis_profile(profile):  # the in-process fallback (local classes) runs under it
-            return box.check(timeout, profile=profile, **kwargs)
+        return box.check(timeout, profile=profile, **kwargs)
     except (sandbox.SandboxCrashed, sandbox.SandboxTimeout) as e:
         raise _TargetProblem(_isolation_text(label, e)) from None
     except Exception as e:
@@ -505,9 +504,10 @@ def _check_in_process(config: pytest.Config, target: Any, name: str, label: str,
         return result
     except Exception as e:
         msg = frontend.contract_message(e, name)
-        if msg is None and cuda and not sandbox.cuda_context_ok():
+        failed = False  # the context is probed here, once
+        if cuda and not sandbox.cuda_context_ok():
             config.stash[_CUDA_BROKEN] = who
-            failed = False  # recorded
+        if msg is None and cuda and config.stash.get(_CUDA_BROKEN, None) == who:
             first = str(e).strip().splitlines()
             raise _TargetProblem(
                 f"{label}: the check raised {type(e).__name__}: {first[0] if first else ''}, and this process's "

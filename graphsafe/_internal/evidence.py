@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..contract import Batch, CaptureSpec, Target
+from ..contract import Batch, CaptureSpec, Target, contract_error
 from ..engines.base import Graph, as_outputs
 from ..engines.recording import Launch, Recorder
 from ..findings import Mismatch
@@ -35,24 +35,18 @@ def static_dict(target: Target) -> dict[str, torch.Tensor]:
     elif isinstance(s, (list, tuple)):
         items = {f"static[{i}]": t for i, t in enumerate(s)}
     else:
-        raise _contract(
+        raise contract_error(
             f"{type(target).__name__}.static() must return a dict of name -> tensor or a list of tensors, "
             f"got {type(s).__name__}"
         )
     for k, t in items.items():
         if not isinstance(t, torch.Tensor):
-            raise _contract(
+            raise contract_error(
                 f"{type(target).__name__}.static()[{k!r}] is a {type(t).__name__}, not a tensor; "
                 "return only tensors the target holds (weights, caches, state)"
             )
     _require_held(target, items, isinstance(s, dict))
     return items
-
-
-def _contract(msg: str) -> TypeError:
-    err = TypeError(msg)
-    err._graphsafe_contract = True  # check() turns it into a one-line TargetError
-    return err
 
 
 # target -> storage keys of its static() tensors already found on it (walked again only when they change)
@@ -79,7 +73,7 @@ def _require_held(target: Target, items: dict[str, torch.Tensor], named: bool) -
     for k, key in keys.items():
         if key not in held:
             label = f"static()[{k!r}]" if named else f"static()[{k.removeprefix('static[').removesuffix(']')}]"
-            raise _contract(
+            raise contract_error(
                 f"{type(target).__name__}.{label} is not held by the target; return tensors stored on the "
                 "target (assign them to attributes in setup())"
             )

@@ -283,10 +283,11 @@ def contract_message(exc: BaseException, target: Any = None) -> str | None:
     engines raise when ``forward()`` returns something other than tensors.
     """
     from ..checker import TargetError
+    from ..contract import is_contract_error
 
     if isinstance(exc, TargetError):
         msg = one_line(exc)
-    elif isinstance(exc, TypeError) and (getattr(exc, "_graphsafe_contract", False) or _raised_by_as_outputs(exc)):
+    elif isinstance(exc, TypeError) and is_contract_error(exc):
         msg = one_line(exc)
     else:
         return None
@@ -294,15 +295,6 @@ def contract_message(exc: BaseException, target: Any = None) -> str | None:
     if name and name not in msg:
         msg = f"{name}: {msg}"
     return msg
-
-
-def _raised_by_as_outputs(exc: BaseException) -> bool:
-    tb = exc.__traceback__
-    last = None
-    while tb is not None:
-        last = tb
-        tb = tb.tb_next
-    return last is not None and last.tb_frame.f_code.co_name == "as_outputs"
 
 
 def run_check(target: Any, *, report_dir: str | os.PathLike | None = None, **kwargs: Any):

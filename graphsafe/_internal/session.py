@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..contract import Batch, CaptureSpec, Support
+from ..contract import Batch, CaptureSpec, Support, is_contract_error
 from ..engines.base import Engine, Graph
 from ..engines.recording import CaptureError, TensorArg
 from ..findings import Finding, FindingKind
@@ -47,7 +47,7 @@ def call_target(method: str, fn: Callable, *args) -> Any:
         raise
     except TypeError as e:
         # a contract error (wrong return type) raised by graphsafe itself propagates as is
-        if getattr(e, "_graphsafe_contract", False):
+        if is_contract_error(e):
             raise
         raise TargetRaised(method, e) from e
     except Exception as e:

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..contract import contract_error
 from .recording import ExternalBuffer, Recorder
 
 __all__ = ["Engine", "Graph", "as_outputs"]
@@ -19,9 +20,7 @@ def as_outputs(out: Any, where: str = "forward()") -> tuple[torch.Tensor, ...]:
     if isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
         return tuple(out)
     kinds = type(out).__name__ if not isinstance(out, (tuple, list)) else "[" + ", ".join(type(t).__name__ for t in out) + "]"
-    err = TypeError(f"{where} must return a tensor or a non-empty tuple of tensors, got {kinds}")
-    err._graphsafe_contract = True  # a contract error: check() turns it into TargetError
-    raise err
+    raise contract_error(f"{where} must return a tensor or a non-empty tuple of tensors, got {kinds}")
 
 
 @dataclass
@@ -67,7 +66,9 @@ class Engine:
         raise NotImplementedError
 
     def synchronize(self) -> None:
-        pass
+        """Wait for the device (the emulator runs on a GPU when kernels are compiled for one)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def healthy(self) -> bool:
         return True

@@ -86,11 +86,10 @@ class CudaEngine(Engine):
         torch.cuda.synchronize(self._device)
         return Graph(outs, rec, graph.replay, size, {"cuda_graph": graph})
 
-    def synchronize(self) -> None:
-        torch.cuda.synchronize(self._device)
-
     def healthy(self) -> bool:
-        """A broken capture can leave the context unusable; probe it with a tiny op."""
+        """False when the context can no longer run work: a capture left open, a sticky device error
+        (a tiny op fails), or a random generator left in capture mode by a failed capture (the next
+        CUDA random call fails: measured on an H100)."""
         try:
             if torch.cuda.is_current_stream_capturing():
                 return False

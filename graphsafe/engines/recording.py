@@ -15,6 +15,7 @@ the graph froze.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -67,20 +68,34 @@ class CaptureError(RuntimeError):
         self.where = where
 
 
+@functools.lru_cache(maxsize=4096)
+def _infra_file(co_filename: str) -> str | None:
+    """The absolute path of a code object's file, or None for graphsafe's engines, torch, triton and
+    contextlib (computed once per file: the recorder asks for every op)."""
+    fn = os.path.abspath(co_filename)
+    if (
+        fn.startswith(_HERE + os.sep + "engines")
+        or fn.startswith(_HERE + os.sep + "_internal")
+        or fn.startswith(_TORCH)
+        or os.sep + "triton" + os.sep in fn
+        or fn.startswith(os.path.dirname(contextlib.__file__))
+        or os.sep + "graphsafe" + os.sep + "checker" in fn
+    ):
+        return None
+    return fn
+
+
 def user_frame(skip: int = 0) -> str:
     """``file:line in func`` of the innermost frame outside graphsafe, torch and triton."""
     f = sys._getframe(skip + 1)
     while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not (
-            fn.startswith(_HERE + os.sep + "engines")
-            or fn.startswith(_HERE + os.sep + "_internal")
-            or fn.startswith(_TORCH)
-            or os.sep + "triton" + os.sep in fn
-            or fn.startswith(os.path.dirname(contextlib.__file__))
-            or os.sep + "graphsafe" + os.sep + "checker" in fn
-        ):
-            return f"{os.path.relpath(fn) if not fn.startswith('..') else fn}:{f.f_lineno} in {f.f_code.co_name}"
+        fn = _infra_file(f.f_code.co_filename)
+        if fn is not None:
+            try:
+                rel = os.path.relpath(fn)
+            except ValueError:  # another drive
+                rel = fn
+            return f"{fn if rel.startswith('..') else rel}:{f.f_lineno} in {f.f_code.co_name}"
         f = f.f_back
     return "<unknown>"
 
