@@ -21,5 +21,6 @@ check: install
 test: install
 	$(PYTHON) -m pytest -n auto -q
 
-bench: install
-	$(PYTHON) benchmarks/run_all.py
+bench: install  # the measuring scripts, then the README's tables from their results
+	$(PYTHON) benchmarks/throughput.py && $(PYTHON) benchmarks/detection.py && \
+	$(PYTHON) benchmarks/engine_table.py && $(PYTHON) benchmarks/tables.py
