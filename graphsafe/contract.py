@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
@@ -120,6 +120,16 @@ class CaptureSpec:
     def blocks_per_seq(self) -> int:
         """Blocks one request at ``max_seq_len`` needs."""
         return math.ceil(self.max_seq_len / self.block_size)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready data; :meth:`from_dict` reads it back."""
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSpec":
+        """A spec from :meth:`to_dict`'s data; keys this version does not know are ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
     def default_capture_sizes(self) -> tuple[int, ...]:
         """``capture_sizes`` if given, else 1, 2, 4, ... up to and including ``max_reqs``."""

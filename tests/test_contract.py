@@ -1,5 +1,7 @@
 """The contract: Support, CaptureSpec, Batch, Target, seeded values, capturing()."""
 
+import json
+
 import pytest
 import torch
 
@@ -137,3 +139,10 @@ def test_target_base_methods_say_what_is_missing():
     with pytest.raises(NotImplementedError, match="Empty.setup"):
         Empty().setup(CaptureSpec(), "cpu")
     assert Empty().static() == {}
+
+
+def test_capture_spec_round_trips_through_plain_data_and_ignores_unknown_keys():
+    spec = CaptureSpec(max_reqs=4, max_query_len=2, max_seq_len=64, block_size=16, capture_sizes=(1, 4))
+    data = spec.to_dict()
+    assert data["capture_sizes"] == [1, 4] and json.loads(json.dumps(data)) == data
+    assert CaptureSpec.from_dict({**data, "added_in_a_later_version": 1}) == spec

@@ -229,13 +229,13 @@ def cuda_context_ok() -> bool:
 def result_to_data(result: Any) -> dict[str, Any]:
     """A :class:`~graphsafe.CheckResult` as plain data (findings via ``finding_to_data``)."""
     from ..findings import CheckResult
-    from ..reports.jsonio import _spec_to_dict, finding_to_data, plain
+    from ..reports.jsonio import finding_to_data, plain
 
     out: dict[str, Any] = {}
     for fl in dataclasses.fields(CheckResult):
         v = getattr(result, fl.name)
         if fl.name == "spec":
-            out["spec"] = _spec_to_dict(v)
+            out["spec"] = v.to_dict() if v is not None else None
         elif fl.name == "findings":
             out["findings"] = [{"data": finding_to_data(f), "report_dir": f.report_dir} for f in v]
         else:
@@ -245,8 +245,9 @@ def result_to_data(result: Any) -> dict[str, Any]:
 
 def result_from_data(data: dict[str, Any]) -> Any:
     """Rebuild a :class:`~graphsafe.CheckResult` from :func:`result_to_data`'s data."""
+    from ..contract import CaptureSpec
     from ..findings import CheckResult
-    from ..reports.jsonio import finding_from_data, spec_from_dict
+    from ..reports.jsonio import finding_from_data
 
     kw: dict[str, Any] = {}
     names = {fl.name for fl in dataclasses.fields(CheckResult)}
@@ -254,7 +255,7 @@ def result_from_data(data: dict[str, Any]) -> Any:
         if k not in names:
             continue
         if k == "spec":
-            v = spec_from_dict(v)
+            v = CaptureSpec.from_dict(v) if v is not None else None
         elif k == "findings":
             v = [finding_from_data(f["data"], report_dir=f.get("report_dir") or "") for f in v]
         elif k == "probes":
@@ -283,7 +284,6 @@ _SPEC_TAG = "$capture_spec"
 def _encode_kwargs(kwargs: dict[str, Any]) -> str:
     """check()'s keyword arguments as JSON text; a TypeError names any that cannot cross processes."""
     from ..contract import CaptureSpec
-    from ..reports.jsonio import _spec_to_dict
 
     out: dict[str, Any] = {}
     for k, v in kwargs.items():
@@ -292,7 +292,7 @@ def _encode_kwargs(kwargs: dict[str, Any]) -> str:
         if k == "device" and v is not None and not isinstance(v, (str, int)):
             v = str(v)  # torch.device("cuda:1") -> "cuda:1"
         if k == "spec" and isinstance(v, CaptureSpec):
-            out[k] = {_SPEC_TAG: _spec_to_dict(v)}
+            out[k] = {_SPEC_TAG: v.to_dict()}
             continue
         if k == "database" and v is not None and v is not False:
             path = getattr(v, "path", v)  # a DirectoryBasedExampleDatabase travels as its directory
@@ -319,12 +319,12 @@ def _encode_kwargs(kwargs: dict[str, Any]) -> str:
 
 
 def _decode_kwargs(text: str) -> dict[str, Any]:
-    from ..reports.jsonio import spec_from_dict
+    from ..contract import CaptureSpec
 
     kw = json.loads(text)
     for k, v in list(kw.items()):
         if isinstance(v, dict) and _SPEC_TAG in v:
-            kw[k] = spec_from_dict(v[_SPEC_TAG])
+            kw[k] = CaptureSpec.from_dict(v[_SPEC_TAG])
         elif isinstance(v, dict) and "$database" in v:
             from hypothesis.database import DirectoryBasedExampleDatabase
 

@@ -61,9 +61,7 @@ def run_recipe(recipe, engine=None, out=None):
     kind = recipe["kind"]
     engine = engine or recipe.get("engine") or "auto"
     target = resolve_recipe_target(recipe)
-    spec = graphsafe.CaptureSpec(**{
-        k: (tuple(v) if k == "capture_sizes" else v) for k, v in recipe["spec"].items()
-    }) if recipe.get("spec") else None
+    spec = graphsafe.CaptureSpec.from_dict(recipe["spec"]) if recipe.get("spec") else None
     options = dict(recipe.get("options") or {})
     print(f"graphsafe repro: {kind} in {recipe['target']} on engine {engine!r}", file=out)
     if kind == "support-mismatch":

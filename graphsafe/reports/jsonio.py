@@ -119,22 +119,6 @@ def loads(text: str) -> Any:
 
 
 # -- Finding <-> dict ---------------------------------------------------------------------
-def _spec_to_dict(spec: CaptureSpec | None) -> dict | None:
-    if spec is None:
-        return None
-    return {f.name: plain(getattr(spec, f.name)) for f in dataclasses.fields(spec)}
-
-
-def spec_from_dict(d: dict | None) -> CaptureSpec | None:
-    if d is None:
-        return None
-    names = {f.name for f in dataclasses.fields(CaptureSpec)}
-    kw = {k: v for k, v in d.items() if k in names}
-    if "capture_sizes" in kw:
-        kw["capture_sizes"] = tuple(kw["capture_sizes"] or ())
-    return CaptureSpec(**kw)
-
-
 # Finding fields written explicitly below; any other field is copied as plain data
 _HANDLED = {
     "kind", "message", "target", "where", "probe", "engine", "spec", "capture_size", "capture_batch", "batches",
@@ -157,7 +141,7 @@ def finding_to_data(f: Finding) -> dict[str, Any]:
         "short_hash": f.short_hash,
         "explanation": EXPLANATIONS[f.kind],
         "fix": FIXES[f.kind],
-        "spec": _spec_to_dict(f.spec),
+        "spec": f.spec.to_dict() if f.spec is not None else None,
         "capture_size": int(f.capture_size),
         "capture_batch": f.capture_batch.to_dict() if f.capture_batch is not None else None,
         "batches": [b.to_dict() for b in f.batches],
@@ -190,7 +174,7 @@ def finding_from_data(data: dict, *, report_dir: str = "") -> Finding:
         where=str(data.get("where", "")),
         probe=str(data.get("probe", "")),
         engine=str(data.get("engine", "")),
-        spec=spec_from_dict(data.get("spec")),
+        spec=CaptureSpec.from_dict(data["spec"]) if data.get("spec") else None,
         capture_size=int(data.get("capture_size") or 0),
         capture_batch=Batch.from_dict(cb) if cb is not None else None,
         batches=[Batch.from_dict(b) for b in data.get("batches") or []],

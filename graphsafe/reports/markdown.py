@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from ..contract import Batch
+from . import heatmap
 from .jsonio import plain, pretty
 
 __all__ = ["render"]
@@ -145,7 +146,7 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
     # -- heatmap ------------------------------------------------------------------------------
     L += ["## Heatmap", ""]
     hm = data.get("heatmap")
-    if hm and hm.get("values"):
+    if heatmap.usable(hm):
         L += [
             "![|graph - eager| over the live output rows](diff.png)",
             "",
