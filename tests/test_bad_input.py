@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -25,8 +24,8 @@ from graphsafe import Batch, CaptureSpec
 from graphsafe._internal import frontend
 from graphsafe.checker import TargetError, check
 from graphsafe.cli import main
+from tests.subprocesses import REPO, env_with_repo, plugin_args, with_path
 
-REPO = Path(__file__).resolve().parents[1]
 SPEC = CaptureSpec(max_reqs=4, max_query_len=2, max_seq_len=16, block_size=4)
 # a check that reaches the target's forward() and live(): one capture size, a couple of examples
 RUN = dict(engine="auto", examples=2, steps=2, probes=["stale-pointer"], capture_sizes=[2])
@@ -247,9 +246,9 @@ def test_cli_gives_one_line_and_exit_2(case: Case, capsys, interpreter_restored)
 
 
 def test_plugin_rejects_bad_isolation_options(pytester, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PYTHONPATH", with_path(REPO))
     monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
-    plugin = ["-p", "graphsafe.pytest_plugin"] if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") else []
+    plugin = plugin_args()
     result = pytester.runpytest_inprocess(*plugin, "-p", "no:cacheprovider", "--graphsafe-isolate", "process",
                                           "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -263,8 +262,7 @@ def test_plugin_rejects_bad_isolation_options(pytester, monkeypatch):
 
 def test_a_real_process_prints_one_line_and_no_traceback(tmp_path):
     """What a user sees: the installed command's stderr, in a fresh process."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    env.pop("CI", None)
+    env = env_with_repo()
     for target in ("tests.broken:StaticNotHeld", "nosuch"):
         proc = subprocess.run([sys.executable, "-m", "graphsafe.cli", "check", target, *CLI_RUN],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)

@@ -13,15 +13,10 @@ import pytest
 import graphsafe.reports
 from graphsafe.cli import main
 from graphsafe.registry import names
+from tests.subprocesses import with_path
 from tests.torch_targets import SOURCE
 
-TARGETS = SOURCE + '''
-
-class WrongType(Safe):
-    def forward(self):
-        super().forward()
-        return 3
-'''
+TARGETS = SOURCE
 
 MOD = "gs_cli_targets"
 FAST = ["--engine", "emulate", "--examples", "5", "--steps", "2", "--capture-sizes", "2"]
@@ -90,7 +85,7 @@ def test_check_safe_exits_0(targets, capsys):
         ([], "required"),
     ],
 )
-def test_usage_errors_exit_2_with_one_line(targets, capsys, argv, message):
+def test_usage_errors_exit_2_without_a_traceback(targets, capsys, argv, message):
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert message in err
@@ -155,7 +150,7 @@ def test_report_then_repro_round_trip(targets, capsys):
 
 
 def test_python_m_graphsafe_cli(targets):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(targets), os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=with_path(targets))
     env.pop("CI", None)
     proc = subprocess.run(
         [sys.executable, "-m", "graphsafe.cli", "check", f"{MOD}:Fresh", *FAST, "--probes", "stale-pointer"],

@@ -24,6 +24,14 @@ def test_a_shape_difference_is_a_mismatch_of_every_element():
     assert m is not None and m.count == 9 and "shape (2, 3) (graph) vs (3, 3) (eager)" in m.first[0]["note"]
 
 
+def test_a_one_ulp_difference_passes_the_tolerance_but_not_bitwise():
+    g = torch.tensor([1.0, -2.5])
+    e = torch.nextafter(g, torch.tensor([2.0, 2.0]))
+    assert compare("x", g, e) is None and compare_many([("x", g, e, None)]) == []
+    assert compare("x", g, e, bitwise=True).count == 2
+    assert [m.count for m in compare_many([("x", g, e, None)], bitwise=True)] == [2]
+
+
 def test_compare_many_reports_only_the_differing_pairs_in_pair_order():
     a, b = torch.ones(3), torch.zeros(2, 2)
     pairs = [
@@ -55,8 +63,8 @@ def test_compare_many_agrees_with_compare_pair_by_pair(values, flips, bitwise):
     for i, v in enumerate(values):
         g = torch.tensor(v)
         e = g.clone()
-        if flips[i]:
-            e[0] = e[0] + 1e-3
+        if flips[i]:  # one ulp: within tolerance, not bitwise equal (NaN stays NaN)
+            e[0] = torch.nextafter(e[0], torch.tensor(10.0))
         pairs.append((f"t{i}", g, e, None))
     expected = [m for (n, g, e, loc) in pairs if (m := compare(n, g, e, bitwise=bitwise)) is not None]
     got = compare_many(pairs, bitwise=bitwise)

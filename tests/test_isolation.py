@@ -31,8 +31,8 @@ from graphsafe._internal.sandbox import Sandbox, SandboxCrashed, SandboxTimeout,
 from graphsafe.checker import TargetError, check
 from graphsafe.reports.atomic import OLD_PREFIX, TMP_PREFIX
 from graphsafe.reports.paths import REPORT_FILES
+from tests.subprocesses import OUTER_RUN_VARS, env_with_repo, failure_sections, plugin_args
 
-REPO = Path(__file__).resolve().parents[1]
 needs_cuda = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA not available on this machine)"
 )
@@ -42,41 +42,13 @@ FAST = dict(examples=3, probes=["stale-pointer"], capture_sizes=[2])
 FAST_ARGS = ["--graphsafe-examples", "3", "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "2"]
 
 
-def _plugin_args() -> list[str]:
-    # the plugin and xdist load through their entry points; name them only when autoload is off
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        return ["-p", "graphsafe.pytest_plugin", "-p", "xdist.plugin"]
-    return []
-
-
-def _env_with_repo() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "CI")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    return env
-
-
 @pytest.fixture
 def repo_importable(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester directory whose subprocesses import ``tests.synthetic`` and ``tests.broken`` from this repo."""
-    for k, v in _env_with_repo().items():
-        monkeypatch.setenv(k, v)
-    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "CI", "GRAPHSAFE_DB"):
+    monkeypatch.setenv("PYTHONPATH", env_with_repo()["PYTHONPATH"])
+    for var in OUTER_RUN_VARS:
         monkeypatch.delenv(var, raising=False)
     return pytester
-
-
-def failure_sections(result: pytest.RunResult) -> dict[str, str]:
-    """Failure headline (test id) -> the text pytest printed under it (captured output sections dropped)."""
-    text = result.stdout.str()
-    body = text.split("= FAILURES =", 1)[-1].split("short test summary info", 1)[0]
-    parts = re.split(r"^_{3,} (.+?) _{3,}$", body, flags=re.M)
-    out = {}
-    for i in range(1, len(parts) - 1, 2):
-        section = re.split(r"^-{3,} Captured ", parts[i + 1], flags=re.M)[0]
-        section = re.sub(r"^\[gw\d+\] .*\n", "", section.strip())  # xdist: which worker ran it
-        out[parts[i].strip()] = section.strip().strip("=").strip()
-    return out
 
 
 # -- a run with broken targets among safe ones -------------------------------------------------
@@ -116,13 +88,13 @@ class _Sessions:
             os.close(os.open(self.root / "claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             return  # another worker runs them
-        env = _env_with_repo()
+        env = env_with_repo()
         for name, args in self.runs.items():
             d = self.root / name
             d.mkdir()
             for fname, text in self.files.get(name, {}).items():
                 (d / fname).write_text(text)
-            cmd = [sys.executable, "-m", "pytest", *_plugin_args(), "-p", "no:cacheprovider", "--rootdir", str(d),
+            cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "--rootdir", str(d),
                    *args]
             # a shell writes the exit status only once the session's output is complete
             script = f'{" ".join(map(shlex.quote, cmd))} >stdout 2>stderr </dev/null; echo $? >status'
@@ -291,7 +263,7 @@ def test_cli_isolate_marks_crash_and_timeout_rows_and_goes_on(tmp_path):
         [sys.executable, "-m", "graphsafe.cli", "check", "tests.broken:SegfaultsInPrepare", "tests.broken:HangsInPrepare",
          "--engine", "emulate", "--examples", "3", "--probes", "stale-pointer", "--capture-sizes", "2",
          "--timeout", "5"],
-        cwd=tmp_path, env=_env_with_repo(), capture_output=True, text=True, timeout=240,
+        cwd=tmp_path, env=env_with_repo(), capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 1, proc.stderr
     rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[2:]}
@@ -329,7 +301,7 @@ def _reports_whole(root: Path) -> list[Path]:
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL-isolated"])
 def test_interrupted_run_leaves_no_partial_report(tmp_path, how):
     reports, db = tmp_path / "reports", tmp_path / "db"
-    env = dict(_env_with_repo(), GRAPHSAFE_DB=str(db))
+    env = dict(env_with_repo(), GRAPHSAFE_DB=str(db))
     cmd = [sys.executable, "-m", "graphsafe.cli", "check", *INTERRUPTED, "--engine", "emulate", "--examples", "40",
            "--steps", "3", "--capture-sizes", "2", "--report-dir", str(reports)]
     if how.endswith("isolated"):
@@ -453,7 +425,7 @@ def test_cuda_breakers_fail_alone():
 @needs_cuda
 def test_cuda_without_isolation_fails_the_rest_fast(repo_importable):
     result = repo_importable.runpytest_subprocess(
-        *_plugin_args(), "-p", "no:cacheprovider", "-v", "--graphsafe-engine", "cuda", "--graphsafe-isolate", "none",
+        *plugin_args(), "-p", "no:cacheprovider", "-v", "--graphsafe-engine", "cuda", "--graphsafe-isolate", "none",
         *FAST_ARGS, "--graphsafe", "tests.broken:BreaksContextInCapture", "--graphsafe", "tests.synthetic:Safe",
         timeout=300,
     )

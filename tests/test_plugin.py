@@ -15,26 +15,11 @@ import pytest
 
 from graphsafe._internal import frontend, xdist
 from graphsafe.probes import DEFAULT_PROBES
+from tests.subprocesses import OUTER_RUN_VARS, failure_sections, plugin_args
 from tests.torch_targets import SOURCE
 
 TARGETS = SOURCE + '''
 import hypothesis
-
-
-class NoForward:
-    support = graphsafe.Support.ALWAYS
-
-    def setup(self, spec, device):
-        pass
-
-    def prepare(self, batch):
-        pass
-
-
-class WrongType(Safe):
-    def forward(self):
-        super().forward()
-        return 3
 
 
 SEEN_PROFILES = set()
@@ -54,18 +39,10 @@ BROKEN = 'raise ImportError("this module is broken on purpose")\n'
 FAST = ["-p", "no:cacheprovider", "--graphsafe-engine", "emulate", "--graphsafe-examples", "5", "--graphsafe-steps", "2"]
 
 
-def _plugin_args() -> list[str]:
-    # The plugin and xdist load through their entry points; name them only when autoload is off
-    # (naming an autoloaded plugin again with -p makes pytest refuse to start).
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        return ["-p", "graphsafe.pytest_plugin", "-p", "xdist.plugin"]
-    return []
-
-
 @pytest.fixture
 def gs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester directory holding the synthetic targets (``mymod``) and an unimportable module."""
-    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "CI", "GRAPHSAFE_DB"):
+    for var in OUTER_RUN_VARS:
         monkeypatch.delenv(var, raising=False)
     # in-process runs with --graphsafe-engine emulate switch Triton to its interpreter for the whole
     # process; put TRITON_INTERPRET back afterwards so that later tests on a GPU machine compile kernels
@@ -76,7 +53,7 @@ def gs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pyt
 
 
 def run_sub(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*_plugin_args(), *FAST, *args, timeout=300)
+    return pytester.runpytest_subprocess(*plugin_args(), *FAST, *args, timeout=300)
 
 
 def run_in(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -86,16 +63,8 @@ def run_in(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     run imported, and torch/Triton extension submodules cannot be imported a second time.
     Engine auto: emulate would switch this process's Triton to the interpreter on a GPU machine.
     """
-    return pytester.runpytest_inprocess(*_plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "auto",
+    return pytester.runpytest_inprocess(*plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "auto",
                                         "--graphsafe-examples", "5", *args)
-
-
-def failure_sections(result: pytest.RunResult) -> dict[str, str]:
-    """Failure headline (test id) -> the text pytest printed under it."""
-    text = result.stdout.str()
-    body = text.split("= FAILURES =", 1)[-1].split("short test summary info", 1)[0]
-    parts = re.split(r"^_{3,} (.+?) _{3,}$", body, flags=re.M)
-    return {parts[i].strip(): parts[i + 1].strip().strip("=").strip() for i in range(1, len(parts) - 1, 2)}
 
 
 # -- items ---------------------------------------------------------------------------------
@@ -169,7 +138,7 @@ def test_collection_ids_order_ini_and_overrides(gs):
     # the header shows the profile and the examples it implies (--graphsafe-examples wins over the profile)
     result = run_in(gs, "--collect-only")
     assert "graphsafe: 2 target(s), engine auto, profile thorough, 5 examples" in result.stdout.str()
-    result = gs.runpytest_inprocess(*_plugin_args(), "-p", "no:cacheprovider", "--collect-only")
+    result = gs.runpytest_inprocess(*plugin_args(), "-p", "no:cacheprovider", "--collect-only")
     assert "graphsafe: 2 target(s), engine auto, profile thorough, 200 examples" in result.stdout.str()
 
 
@@ -292,7 +261,7 @@ def test_profile(graphsafe):
     assert hypothesis.settings.get_current_profile_name() == before == "ci"
 ''')
     result = gs.runpytest_subprocess(
-        *_plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "emulate",
+        *plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "emulate",
         "--graphsafe", "mymod:Safe", "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "1",
         timeout=300,
     )

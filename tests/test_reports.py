@@ -28,13 +28,13 @@ import torch
 
 import graphsafe
 from tests import torch_targets
+from tests.subprocesses import REPO
 from graphsafe import Batch, CaptureSpec, Finding, FindingKind, Mismatch
 from graphsafe import reports
 from graphsafe.findings import EXPLANATIONS, FIXES
 from graphsafe.reports import atomic, heatmap, jsonio, markdown, repro
 from graphsafe.reports.png import PNG_SIGNATURE
 
-REPO = Path(__file__).resolve().parents[1]
 CAPTURE_SEED = 2**31 - 1
 
 # -- hand-built findings, one (at least) per kind ---------------------------------------------

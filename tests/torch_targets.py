@@ -1,7 +1,8 @@
 """Plain-torch targets (no Triton kernel) for the command-line, plugin and report tests.
 
 ``Safe`` copies each step's inputs into buffers allocated once in ``setup()``;
-``Fresh`` rebinds a buffer the graph reads every step (stale-pointer).  Tests
+``Fresh`` rebinds a buffer the graph reads every step (stale-pointer);
+``WrongType`` and ``NoForward`` break the contract.  Tests
 that run graphsafe in a fresh process write :data:`SOURCE` (this file) into
 their temporary directory as a module of its own, so the child imports it
 without the repository on its path.
@@ -48,6 +49,26 @@ class Fresh(Safe):
     def prepare(self, batch):
         super().prepare(batch)
         self.lens = self.lens.clone()
+
+
+class WrongType(Safe):
+    """forward() returns an int."""
+
+    def forward(self):
+        super().forward()
+        return 3
+
+
+class NoForward:
+    """Not a Target, and no forward()."""
+
+    support = graphsafe.Support.ALWAYS
+
+    def setup(self, spec, device):
+        pass
+
+    def prepare(self, batch):
+        pass
 
 
 SOURCE = Path(__file__).read_text()
