@@ -46,6 +46,7 @@ import triton.language as tl
 
 import graphsafe
 from graphsafe.checker import CAPTURE_SEED
+from tests import torch_targets
 from tests.synthetic import D, Safe
 
 __all__ = [
@@ -228,16 +229,7 @@ class HangsOnReplay(Safe):
 
 
 # -- breaks the contract --------------------------------------------------------------------
-class NoForward:
-    """Not a Target subclass, and no forward()."""
-
-    support = graphsafe.Support.ALWAYS
-
-    def setup(self, spec, device):
-        pass
-
-    def prepare(self, batch):
-        pass
+NoForward = torch_targets.NoForward  # not a Target subclass, and no forward()
 
 
 class ForwardNotImplemented(graphsafe.Target):
