@@ -10,7 +10,7 @@ import _util  # noqa: F401
 import torch
 
 import graphsafe
-from tests import synthetic as S
+from tests.targets import synthetic as S
 
 
 def main() -> None:

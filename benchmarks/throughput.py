@@ -24,9 +24,10 @@ import torch
 import graphsafe
 import strategies as gs
 from graphsafe import reference
-from graphsafe.checker import resolve_target
-from graphsafe._internal.evidence import randomise_static, static_dict
-from graphsafe._internal.session import CAPTURE_SEED, capture_query_len
+from graphsafe.capture.session import capture_query_len
+from graphsafe.capture.statics import randomise_static, static_dict
+from graphsafe.check import resolve_target
+from graphsafe.contract import CAPTURE_SEED
 from graphsafe.engines import get_engine
 from graphsafe.engines.base import as_outputs
 
@@ -56,8 +57,8 @@ def bare_loop(cls, spec, engine, plans) -> tuple[int, float, int]:
     with torch.no_grad():
         for s in sizes:
             g.prepare(spec.worst_case_batch(s, query_len=q, seed=CAPTURE_SEED).padded(s))
-            engine.warmup(g.forward, runs=1, skip_keys=set(), learn=False)
-            gr = engine.capture(g.forward, pool=pool, size=s)
+            engine.warmup(g.forward, skip_keys=set(), learn=False)
+            gr = engine.capture(g.forward, pool=pool)
             graphs[s], outs[s] = gr.replay_fn, gr.outputs
         sizes = sorted(sizes)
         n = bad = 0

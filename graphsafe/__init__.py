@@ -6,42 +6,31 @@ Public API::
     result = graphsafe.check(MyTarget, engine="auto", examples=100)
     for f in result.findings:
         print(f.kind, f.where, f.message)
+
+The layers under it, each importing only the ones below: ``frontend`` (command line, pytest
+plugin, the runner) -> ``reports`` -> ``check`` (options, plans, the step loop) -> ``probes`` ->
+``capture`` (capture session, ledger, comparison) -> ``engines`` (CUDA graphs, the CPU emulator,
+the recorder) -> the base modules ``contract``, ``findings``, ``errors`` and ``values``.
 """
 
+from ._version import __version__
+from .capture.compare import Tolerance
+from .check import AuditResult, CheckOptions, audit, reproduce
 from .contract import Batch, CaptureSpec, Support, Target, capturing
+from .errors import (
+    CaptureError, ContextBroken, ContractError, GraphsafeError, InternalError, SpecError, TargetCrashed,
+    TargetFailure, TargetRaised, TargetTimeout, UsageError,
+)
 from .findings import CheckResult, Finding, FindingError, FindingKind, Mismatch
+from .frontend.runner import check
+from .probes import PROBES
 from .values import derive_seed, seeded
 
-__version__ = "0.1.0"
 
 __all__ = [
-    "Batch",
-    "CaptureSpec",
-    "CheckResult",
-    "Finding",
-    "FindingError",
-    "FindingKind",
-    "Mismatch",
-    "Support",
-    "Target",
-    "capturing",
-    "check",
-    "reproduce",
-    "derive_seed",
-    "seeded",
-    "PROBES",
-    "TargetError",
+    "__version__",
+    "Batch", "CaptureSpec", "Support", "Target", "capturing", "check", "reproduce", "audit", "AuditResult", "CheckOptions", "Tolerance",
+    "CheckResult", "Finding", "FindingError", "FindingKind", "Mismatch", "PROBES", "derive_seed", "seeded",
+    "GraphsafeError", "UsageError", "ContractError", "SpecError", "TargetFailure", "TargetRaised", "TargetCrashed",
+    "ContextBroken", "TargetTimeout", "CaptureError", "InternalError",
 ]
-
-
-def __getattr__(name: str):
-    # check() pulls in torch dispatch machinery and the engines; import lazily.
-    if name in ("check", "reproduce", "TargetError"):
-        from . import checker
-
-        return getattr(checker, name)
-    if name == "PROBES":
-        from .probes import PROBES
-
-        return PROBES
-    raise AttributeError(f"module 'graphsafe' has no attribute {name!r}")

@@ -8,28 +8,21 @@ the way a serving engine does.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import threading
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import torch
 
-__all__ = ["Support", "CaptureSpec", "Batch", "Target", "capturing"]
+from .errors import SpecError
 
+__all__ = ["Support", "CaptureSpec", "Batch", "Target", "capturing", "CAPTURE_SEED"]
 
-def contract_error(msg: str) -> TypeError:
-    """A ``TypeError`` marked as the target breaking this contract: ``check()`` turns it into a
-    one-line :class:`graphsafe.TargetError` instead of a traceback."""
-    err = TypeError(msg)
-    err._graphsafe_contract = True  # type: ignore[attr-defined]
-    return err
-
-
-def is_contract_error(exc: BaseException) -> bool:
-    """True for an error made by :func:`contract_error` (or marked like one)."""
-    return bool(getattr(exc, "_graphsafe_contract", False))
+#: the seed of every capture batch; no replayed batch uses it, so replays never see the capture's inputs
+CAPTURE_SEED = 2**31 - 1
 
 
 class Support(enum.IntEnum):
@@ -61,9 +54,9 @@ class Support(enum.IntEnum):
 
 def _check_int(owner: str, name: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{owner}.{name} must be an int, got {type(value).__name__} {value!r}")
+        raise SpecError(f"{owner}.{name} must be an int, got {type(value).__name__} {value!r}")
     if value < minimum:
-        raise ValueError(f"{owner}.{name} must be >= {minimum}, got {value}")
+        raise SpecError(f"{owner}.{name} must be >= {minimum}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -92,7 +85,7 @@ class CaptureSpec:
         _check_int("CaptureSpec", "max_seq_len", self.max_seq_len, 1)
         _check_int("CaptureSpec", "block_size", self.block_size, 1)
         if self.max_query_len > self.max_seq_len:
-            raise ValueError(
+            raise SpecError(
                 f"CaptureSpec.max_query_len ({self.max_query_len}) must be <= max_seq_len "
                 f"({self.max_seq_len}): a query cannot be longer than its sequence"
             )
@@ -101,7 +94,7 @@ class CaptureSpec:
             object.__setattr__(self, "num_blocks", needed)
         _check_int("CaptureSpec", "num_blocks", self.num_blocks, 1)
         if self.num_blocks < needed:
-            raise ValueError(
+            raise SpecError(
                 f"CaptureSpec.num_blocks ({self.num_blocks}) must be >= max_reqs * "
                 f"ceil(max_seq_len / block_size) + 1 = {needed} so that a full batch fits "
                 "beside the reserved null block 0; raise num_blocks or leave it 0 for the default"
@@ -111,7 +104,7 @@ class CaptureSpec:
         for s in sizes:
             _check_int("CaptureSpec", "capture_sizes[...]", s, 1)
             if s > self.max_reqs:
-                raise ValueError(
+                raise SpecError(
                     f"CaptureSpec.capture_sizes contains {s} > max_reqs ({self.max_reqs}); "
                     "a graph cannot hold more request slots than the spec allows"
                 )
@@ -145,32 +138,32 @@ class CaptureSpec:
     def validate_batch(self, batch: "Batch") -> None:
         """Raise ``ValueError`` naming the field when ``batch`` does not fit this spec."""
         if batch.num_slots > self.max_reqs:
-            raise ValueError(
+            raise SpecError(
                 f"Batch.num_slots ({batch.num_slots}) must be <= CaptureSpec.max_reqs ({self.max_reqs})"
             )
         for i, (q, s, row) in enumerate(zip(batch.query_lens, batch.seq_lens, batch.block_table)):
             if q > self.max_query_len:
-                raise ValueError(
+                raise SpecError(
                     f"Batch.query_lens[{i}] = {q} exceeds CaptureSpec.max_query_len ({self.max_query_len})"
                 )
             if s > self.max_seq_len:
-                raise ValueError(
+                raise SpecError(
                     f"Batch.seq_lens[{i}] = {s} exceeds CaptureSpec.max_seq_len ({self.max_seq_len})"
                 )
             need = math.ceil(s / self.block_size)
             if len(row) < need:
-                raise ValueError(
+                raise SpecError(
                     f"Batch.block_table[{i}] has {len(row)} blocks but seq_lens[{i}] = {s} needs "
                     f"ceil({s} / block_size {self.block_size}) = {need}"
                 )
             if len(row) > self.blocks_per_seq:
-                raise ValueError(
+                raise SpecError(
                     f"Batch.block_table[{i}] has {len(row)} blocks, more than "
                     f"ceil(max_seq_len / block_size) = {self.blocks_per_seq}"
                 )
             for b in row:
                 if not 0 <= b < self.num_blocks:
-                    raise ValueError(
+                    raise SpecError(
                         f"Batch.block_table[{i}] holds block {b}, outside [0, num_blocks={self.num_blocks})"
                     )
 
@@ -216,25 +209,25 @@ class Batch:
         for name in ("query_lens", "seq_lens"):
             value = getattr(self, name)
             if not isinstance(value, (tuple, list)):
-                raise ValueError(f"Batch.{name} must be a tuple of ints, got {type(value).__name__}")
+                raise SpecError(f"Batch.{name} must be a tuple of ints, got {type(value).__name__}")
             object.__setattr__(self, name, tuple(value))
         if not isinstance(self.block_table, (tuple, list)):
-            raise ValueError(
+            raise SpecError(
                 f"Batch.block_table must be a tuple of per-request block-id tuples, got {type(self.block_table).__name__}"
             )
         object.__setattr__(self, "block_table", tuple(tuple(row) for row in self.block_table))
         n = len(self.query_lens)
         if n == 0:
-            raise ValueError("Batch.query_lens must hold at least one request")
+            raise SpecError("Batch.query_lens must hold at least one request")
         if len(self.seq_lens) != n:
-            raise ValueError(f"Batch.seq_lens has {len(self.seq_lens)} entries but query_lens has {n}; give one per request")
+            raise SpecError(f"Batch.seq_lens has {len(self.seq_lens)} entries but query_lens has {n}; give one per request")
         if len(self.block_table) != n:
-            raise ValueError(f"Batch.block_table has {len(self.block_table)} rows but query_lens has {n}; give one row per request")
+            raise SpecError(f"Batch.block_table has {len(self.block_table)} rows but query_lens has {n}; give one row per request")
         for i, (q, s) in enumerate(zip(self.query_lens, self.seq_lens)):
             _check_int("Batch", f"query_lens[{i}]", q, 1)
             _check_int("Batch", f"seq_lens[{i}]", s, 1)
             if s < q:
-                raise ValueError(
+                raise SpecError(
                     f"Batch.seq_lens[{i}] = {s} must be >= query_lens[{i}] = {q}: the sequence includes the query"
                 )
         seen: dict[int, int] = {}
@@ -242,7 +235,7 @@ class Batch:
             for b in row:
                 _check_int("Batch", f"block_table[{i}][...]", b, 0)
                 if b in seen:
-                    raise ValueError(
+                    raise SpecError(
                         f"Batch.block_table: block {b} is used by request {seen[b]} and request {i}; "
                         "physical blocks must be distinct across requests"
                     )
@@ -252,7 +245,7 @@ class Batch:
             object.__setattr__(self, "num_slots", n)
         _check_int("Batch", "num_slots", self.num_slots, 1)
         if self.num_slots < n:
-            raise ValueError(f"Batch.num_slots ({self.num_slots}) must be >= num_reqs ({n})")
+            raise SpecError(f"Batch.num_slots ({self.num_slots}) must be >= num_reqs ({n})")
 
     # -- derived -----------------------------------------------------------------
     @property
@@ -342,8 +335,15 @@ def capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
-def _set_emulated_capture(flag: bool) -> None:
-    _state.emulated_capture = flag
+@contextlib.contextmanager
+def emulated_capture() -> Iterator[None]:
+    """Make :func:`capturing` true on this thread (the CPU emulator's capture)."""
+    prev = getattr(_state, "emulated_capture", False)
+    _state.emulated_capture = True
+    try:
+        yield
+    finally:
+        _state.emulated_capture = prev
 
 
 class Target:

@@ -16,6 +16,8 @@ from typing import Iterable
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from graphsafe.errors import UsageError
+
 DEFAULT_SPLIT_KV: tuple[int, ...] = (64,)
 
 
@@ -24,21 +26,21 @@ def normalize_chunks(split_kv: int | Iterable[int] | None) -> tuple[int, ...]:
     if split_kv is None:
         return DEFAULT_SPLIT_KV
     if isinstance(split_kv, bool):
-        raise ValueError(f"split_kv must be a positive int or a sequence of them, got {split_kv!r}")
+        raise UsageError(f"split_kv must be a positive int or a sequence of them, got {split_kv!r}")
     if isinstance(split_kv, int):
         chunks: tuple[int, ...] = (split_kv,)
     else:
         try:
             chunks = tuple(split_kv)
         except TypeError:
-            raise ValueError(
+            raise UsageError(
                 f"split_kv must be a positive int or a sequence of them, got {split_kv!r}"
             ) from None
     if not chunks:
-        raise ValueError("split_kv must name at least one chunk size (or be None for the default 64)")
+        raise UsageError("split_kv must name at least one chunk size (or be None for the default 64)")
     for c in chunks:
         if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-            raise ValueError(f"split_kv chunk sizes must be positive ints, got {c!r} in {split_kv!r}")
+            raise UsageError(f"split_kv chunk sizes must be positive ints, got {c!r} in {split_kv!r}")
     return tuple(sorted(set(chunks)))
 
 
@@ -73,7 +75,7 @@ def seq_len_strategy(lo: int, hi: int, block_size: int, chunks: tuple[int, ...])
     is sorted ascending, so the length shrinks towards ``lo``.
     """
     if not 1 <= lo <= hi:
-        raise ValueError(f"sequence length range [{lo}, {hi}] is empty")
+        raise UsageError(f"sequence length range [{lo}, {hi}] is empty")
     block_edges, split_edges = edge_values(lo, hi, block_size, chunks)
     branches: list[SearchStrategy[int]] = [st.integers(lo, hi)]
     if block_edges:

@@ -32,14 +32,14 @@ def plugin_args() -> list[str]:
     (Naming an autoloaded plugin again with -p makes pytest refuse to start.)
     """
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        return ["-p", "graphsafe.pytest_plugin", "-p", "xdist.plugin"]
+        return ["-p", "graphsafe.frontend.plugin", "-p", "xdist.plugin"]
     return []
 
 
-def failure_sections(result: pytest.RunResult) -> dict[str, str]:
+def failure_sections(result: pytest.RunResult, heading: str = "FAILURES") -> dict[str, str]:
     """Failure headline (test id) -> the text pytest printed under it (captured output dropped)."""
     text = result.stdout.str()
-    body = text.split("= FAILURES =", 1)[-1].split("short test summary info", 1)[0]
+    body = text.split(f"= {heading} =", 1)[-1].split("short test summary info", 1)[0].split("= FAILURES =", 1)[0]
     parts = re.split(r"^_{3,} (.+?) _{3,}$", body, flags=re.M)
     out = {}
     for i in range(1, len(parts) - 1, 2):
@@ -47,3 +47,8 @@ def failure_sections(result: pytest.RunResult) -> dict[str, str]:
         section = re.sub(r"^\[gw\d+\] .*\n", "", section.strip())  # xdist: which worker ran it
         out[parts[i].strip()] = section.strip().strip("=").strip()
     return out
+
+
+def error_sections(result: pytest.RunResult) -> dict[str, str]:
+    """Like :func:`failure_sections`, for the ERRORS part (items whose setup failed)."""
+    return {k.removeprefix("ERROR at setup of ").strip(): v for k, v in failure_sections(result, "ERRORS").items()}

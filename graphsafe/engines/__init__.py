@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import UsageError
+from . import triton_env
 from .base import Engine, Graph, as_outputs
+from .cuda import CudaEngine
+from .emulate import EmulatorEngine
 
 __all__ = ["Engine", "Graph", "as_outputs", "get_engine", "ENGINES"]
 
+#: the engine names every front end accepts (``auto``: cuda when a GPU is visible, else emulate)
 ENGINES = ("auto", "cuda", "emulate")
 
 
@@ -18,16 +23,11 @@ def get_engine(name: str | Engine = "auto", device=None) -> Engine:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "emulate"
     if name == "cuda":
-        from .cuda import CudaEngine
-
         return CudaEngine(device)
     if name == "emulate":
-        from . import triton_env
-        from .emulate import EmulatorEngine
-
         if device is None:
             # Kernels compiled for the GPU cannot read CPU tensors: emulate on the GPU then.
             gpu = torch.cuda.is_available() and not triton_env.interpreter_active()
             device = "cuda" if gpu else "cpu"
         return EmulatorEngine(device)
-    raise ValueError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")
+    raise UsageError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
-from ..contract import contract_error
+from ..errors import ContractError
 from .recording import ExternalBuffer, Recorder
 
 __all__ = ["Engine", "Graph", "as_outputs"]
@@ -20,7 +20,7 @@ def as_outputs(out: Any, where: str = "forward()") -> tuple[torch.Tensor, ...]:
     if isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
         return tuple(out)
     kinds = type(out).__name__ if not isinstance(out, (tuple, list)) else "[" + ", ".join(type(t).__name__ for t in out) + "]"
-    raise contract_error(f"{where} must return a tensor or a non-empty tuple of tensors, got {kinds}")
+    raise ContractError(f"{where} must return a tensor or a non-empty tuple of tensors, got {kinds}")
 
 
 @dataclass
@@ -30,8 +30,6 @@ class Graph:
     outputs: tuple[torch.Tensor, ...]
     recording: Recorder
     replay_fn: Callable[[], None]
-    size: int = 0
-    extras: dict = field(default_factory=dict)
 
     def replay(self) -> None:
         self.replay_fn()
@@ -53,16 +51,16 @@ class Engine:
     def new_pool(self) -> Any:
         return None
 
-    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int], learn: bool = True) -> Recorder:  # pragma: no cover
-        """Run ``fn`` eagerly ``runs`` times; the first run records launches (and, with ``learn``,
-        which kernel arguments they write)."""
+    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], learn: bool = True) -> Recorder:  # pragma: no cover
+        """Run ``fn`` once eagerly, recording its launches (and, with ``learn``, which kernel arguments
+        they write, ``skip_keys`` storages aside)."""
         raise NotImplementedError
 
     def prescreen(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` once eagerly in a mode that raises on host synchronisation."""
         fn()
 
-    def capture(self, fn: Callable[[], Any], *, pool: Any, size: int) -> Graph:  # pragma: no cover
+    def capture(self, fn: Callable[[], Any], *, pool: Any) -> Graph:  # pragma: no cover
         raise NotImplementedError
 
     def synchronize(self) -> None:

@@ -8,8 +8,10 @@ from typing import Any, Callable
 
 import torch
 
+from ..errors import CaptureError, UsageError
 from .base import Engine, Graph, as_outputs
 from .recording import Recorder
+from .userframe import user_frame_of
 
 __all__ = ["CudaEngine"]
 
@@ -21,7 +23,7 @@ class CudaEngine(Engine):
 
     def __init__(self, device: int | str | torch.device | None = None):
         if not torch.cuda.is_available():
-            raise RuntimeError("engine='cuda' needs an NVIDIA GPU; none is visible. Use engine='emulate' or 'auto'.")
+            raise UsageError("engine 'cuda' needs an NVIDIA GPU and none is visible; use engine 'emulate' or 'auto'")
         self._device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
         if self._device.index is None:
             self._device = torch.device("cuda", torch.cuda.current_device())
@@ -33,7 +35,7 @@ class CudaEngine(Engine):
     def new_pool(self) -> Any:
         return torch.cuda.graph_pool_handle()
 
-    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int], learn: bool = True) -> Recorder:
+    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], learn: bool = True) -> Recorder:
         torch.cuda.synchronize(self._device)
         side = torch.cuda.Stream(self._device)
         side.wait_stream(torch.cuda.current_stream(self._device))
@@ -41,26 +43,33 @@ class CudaEngine(Engine):
         with torch.cuda.stream(side):
             with rec:
                 fn()
-            for _ in range(runs - 1):
-                fn()
         torch.cuda.current_stream(self._device).wait_stream(side)
         torch.cuda.synchronize(self._device)
         return rec
 
     def prescreen(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` once more under ``torch.cuda.set_sync_debug_mode("error")``.
+
+        The caller ran ``fn`` eagerly just before (the warm-up), so an exception now comes from the
+        sync check: ``fn`` synchronises with the host, which a capture cannot hold.  Raised here as a
+        :class:`CaptureError` naming the line, before a real capture could break the CUDA context.
+        """
         prev = torch.cuda.get_sync_debug_mode()
         with warnings.catch_warnings():  # "sync debug mode is a prototype feature", every time
             warnings.simplefilter("ignore", UserWarning)
             torch.cuda.set_sync_debug_mode("error")
         try:
             fn()
+        except Exception as e:
+            where = user_frame_of(e)
+            raise CaptureError(f"forward() synchronises with the host: {e}", where=where) from e
         finally:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
                 torch.cuda.set_sync_debug_mode(prev)
         torch.cuda.synchronize(self._device)
 
-    def capture(self, fn: Callable[[], Any], *, pool: Any, size: int) -> Graph:
+    def capture(self, fn: Callable[[], Any], *, pool: Any) -> Graph:
         """Capture ``fn`` with Python's cyclic garbage collector paused.
 
         An old ``CUDAGraph`` kept alive only by a reference cycle (a finished
@@ -84,7 +93,7 @@ class CudaEngine(Engine):
             if collecting:
                 gc.enable()
         torch.cuda.synchronize(self._device)
-        return Graph(outs, rec, graph.replay, size, {"cuda_graph": graph})
+        return Graph(outs, rec, graph.replay)  # the bound replay keeps the CUDAGraph alive
 
     def healthy(self) -> bool:
         """False when the context can no longer run work: a capture left open, a sticky device error

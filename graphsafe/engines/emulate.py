@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..contract import _set_emulated_capture
+from ..contract import emulated_capture
 from . import triton_env
 from .base import Engine, Graph, as_outputs
 from .recording import Recorder
@@ -38,26 +38,20 @@ class EmulatorEngine(Engine):
     def device(self) -> torch.device:
         return self._device
 
-    def warmup(self, fn: Callable[[], Any], *, runs: int, skip_keys: set[int], learn: bool = True) -> Recorder:
+    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], learn: bool = True) -> Recorder:
         rec = Recorder("observe", learn_writes=learn, skip_keys=skip_keys)
         with rec:
             fn()
-        for _ in range(runs - 1):
-            fn()
         return rec
 
-    def capture(self, fn: Callable[[], Any], *, pool: Any, size: int) -> Graph:
+    def capture(self, fn: Callable[[], Any], *, pool: Any) -> Graph:
         rec = Recorder("emulate")
-        _set_emulated_capture(True)
-        try:
-            with rec:
-                outs = as_outputs(fn())
-        finally:
-            _set_emulated_capture(False)
+        with emulated_capture(), rec:
+            outs = as_outputs(fn())
         program = list(rec.program)
 
         def replay() -> None:
             for step in program:
                 step()
 
-        return Graph(outs, rec, replay, size)
+        return Graph(outs, rec, replay)

@@ -15,9 +15,6 @@ the graph froze.
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -26,17 +23,11 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..errors import CaptureError
 from . import triton_env
+from .userframe import user_frame
 
-__all__ = [
-    "TensorArg",
-    "Launch",
-    "ExternalBuffer",
-    "Recorder",
-    "CaptureError",
-    "user_frame",
-    "SYNC_OPS",
-]
+__all__ = ["TensorArg", "Launch", "ExternalBuffer", "Recorder", "SYNC_OPS"]
 
 _local = threading.local()
 
@@ -55,49 +46,6 @@ SYNC_OPS = {
 }
 # Factory ops whose result is uninitialised: a real graph does not touch the memory on replay.
 _NO_REPLAY = {"aten::empty", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided", "aten::empty_like"}
-
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # graphsafe/
-_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
-
-
-class CaptureError(RuntimeError):
-    """forward() did something a CUDA graph cannot capture (host sync on graph data)."""
-
-    def __init__(self, message: str, where: str = ""):
-        super().__init__(message)
-        self.where = where
-
-
-@functools.lru_cache(maxsize=4096)
-def _infra_file(co_filename: str) -> str | None:
-    """The absolute path of a code object's file, or None for graphsafe's engines, torch, triton and
-    contextlib (computed once per file: the recorder asks for every op)."""
-    fn = os.path.abspath(co_filename)
-    if (
-        fn.startswith(_HERE + os.sep + "engines")
-        or fn.startswith(_HERE + os.sep + "_internal")
-        or fn.startswith(_TORCH)
-        or os.sep + "triton" + os.sep in fn
-        or fn.startswith(os.path.dirname(contextlib.__file__))
-        or os.sep + "graphsafe" + os.sep + "checker" in fn
-    ):
-        return None
-    return fn
-
-
-def user_frame(skip: int = 0) -> str:
-    """``file:line in func`` of the innermost frame outside graphsafe, torch and triton."""
-    f = sys._getframe(skip + 1)
-    while f is not None:
-        fn = _infra_file(f.f_code.co_filename)
-        if fn is not None:
-            try:
-                rel = os.path.relpath(fn)
-            except ValueError:  # another drive
-                rel = fn
-            return f"{fn if rel.startswith('..') else rel}:{f.f_lineno} in {f.f_code.co_name}"
-        f = f.f_back
-    return "<unknown>"
 
 
 @dataclass(frozen=True)
@@ -125,12 +73,6 @@ class Launch:
     grid: tuple | None = None
     where: str = ""
     writes: tuple[str, ...] = ()  # argument names written (aten schema)
-
-    def host_values(self) -> dict[str, Any]:
-        return {k: v for k, v in self.args.items() if not isinstance(v, TensorArg)}
-
-    def tensor_args(self) -> dict[str, TensorArg]:
-        return {k: v for k, v in self.args.items() if isinstance(v, TensorArg)}
 
 
 @dataclass
@@ -194,13 +136,13 @@ _orig_runs: dict[type, Callable] = {}
 def _install_triton_hooks() -> None:
     """Wrap ``run`` of Triton's JIT (and interpreted) kernels once per process."""
     classes = []
-    try:
+    try:  # triton is imported on first use: TRITON_INTERPRET must be set before its first import
         from triton.runtime.jit import JITFunction
 
         classes.append(JITFunction)
     except Exception:  # pragma: no cover - no triton
         return
-    try:
+    try:  # (as above)
         from triton.runtime.interpreter import InterpretedFunction
 
         classes.append(InterpretedFunction)
@@ -245,7 +187,6 @@ class Recorder:
         self.written: set[int] = set()  # storage keys written by recorded launches
         self.suspended = False
         self._keep: list[torch.Tensor] = []  # internal tensors the emulated graph owns
-        self._handles: dict[int, Any] = {}
         self._mode: _Mode | None = None
 
     # -- context -----------------------------------------------------------------
@@ -319,7 +260,7 @@ class Recorder:
                     f"{name.replace('aten::', '')} reads data produced inside the graph back to the host "
                     f"(.item(), .tolist(), nonzero or a data-dependent shape) at {where}; a CUDA graph cannot "
                     "capture a host synchronisation",
-                    where,
+                    where=where,
                 )
             self.notes.append(
                 f"host read of an input tensor during capture ({name.replace('aten::', '')} at {where}): "

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import threading
 
+import torch
+
 __all__ = ["use_interpreter", "interpreter_active", "autotune_benchmarking"]
 
 _local = threading.local()
@@ -43,7 +45,7 @@ def _interp_bench(kernel_call, quantiles=None, **_):
 
 
 def _patch_autotuner() -> None:
-    try:
+    try:  # triton is imported on first use: TRITON_INTERPRET must be set before its first import
         from triton.runtime.autotuner import Autotuner
     except Exception:  # pragma: no cover - triton missing
         return
@@ -62,12 +64,7 @@ def use_interpreter(force: bool | None = None) -> bool:
         if interpreter_active():
             force = True
         else:
-            try:
-                import torch
-
-                force = not torch.cuda.is_available()
-            except Exception:  # pragma: no cover
-                force = True
+            force = not torch.cuda.is_available()
     if force:
         os.environ["TRITON_INTERPRET"] = "1"
         _patch_autotuner()

@@ -1,31 +1,35 @@
-"""Probes: one module per finding kind, each runnable on its own.
+"""Probes: one module per finding kind, each ``KIND``, ``STAGE`` and ``run(ctx) -> Finding | None``.
 
 =========================  ==========================================  =========
 kind                       detected in                                 stage
 =========================  ==========================================  =========
 capture-failure            ``probes/capture_failure.py``               capture
-stale-pointer              ``probes/stale_pointer.py``                 each step
-nondeterministic-replay    ``probes/nondeterministic_replay.py``       each step
-output-not-written         ``probes/output_not_written.py``            diagnosis
-lazy-init                  ``probes/lazy_init.py``                     diagnosis
-unpersisted-metadata       ``probes/unpersisted_metadata.py``          diagnosis
-frozen-host-value          ``probes/frozen_host_value.py``             diagnosis
-stale-padding              ``probes/stale_padding.py``                 diagnosis
-support-mismatch           ``probes/support_mismatch.py``              meta
+stale-pointer              ``probes/stale_pointer.py``                 step
+nondeterministic-replay    ``probes/nondeterministic_replay.py``       step
+output-not-written         ``probes/output_not_written.py``            diagnose
+lazy-init                  ``probes/lazy_init.py``                     diagnose
+unpersisted-metadata       ``probes/unpersisted_metadata.py``          diagnose
+frozen-host-value          ``probes/frozen_host_value.py``             diagnose
+stale-padding              ``probes/stale_padding.py``                 diagnose
 =========================  ==========================================  =========
 
-*Step* probes run on every step; *diagnosis* probes run, in the order above,
-only when a step's replay differs from eager, and the first that explains the
-difference names the finding.  A difference none explains is reported as
-``replay-mismatch``.
+A ``capture`` probe gets the :class:`~graphsafe.capture.context.CaptureContext` of a failed
+capture.  ``step`` probes run on every step, after ``prepare`` and before the replay, with the
+step's :class:`~graphsafe.capture.context.StepContext`.  ``diagnose`` probes run, in the order
+above, only when a step's replay differs from eager, and the first that explains the difference
+names the finding; a difference none explains is a ``replay-mismatch``.  Every probe runs
+whichever kinds a check reports, so that a difference is always attributed to its cause;
+``check(probes=...)`` only chooses which findings are reported.  A probe with
+``DRAWN_CAPTURE = True`` makes the check also capture with drawn, smaller batches.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Iterable
 
-from ..findings import FindingKind
+from ..errors import UsageError
+from ..findings import Finding, FindingKind
 from . import (
     capture_failure,
     frozen_host_value,
@@ -37,53 +41,66 @@ from . import (
     unpersisted_metadata,
 )
 
-__all__ = ["Probe", "PROBES", "DEFAULT_PROBES", "resolve_probes"]
+__all__ = ["Probe", "PROBES", "STAGES", "at_stage", "resolve_probes"]
+
+#: when probes run, in order
+STAGES = ("capture", "step", "diagnose")
 
 
 @dataclass(frozen=True)
 class Probe:
+    """One probe module: its finding kind, stage, ``run(ctx)`` and one-line summary."""
+
     name: str
     kind: FindingKind
-    stage: str  # "capture", "step", "diagnose", "meta"
-    run: Callable | None
+    stage: str
+    run: Callable[[Any], Finding | None]
     summary: str
-    drawn_capture: bool = False  # also capture with drawn, smaller batches
-    default: bool = True
+    drawn_capture: bool = False
 
 
-def _p(module, stage, **kw) -> Probe:
-    return Probe(module.KIND.value, module.KIND, stage, getattr(module, "run", None), module.__doc__.strip().splitlines()[0], **kw)
+def _probe(module) -> Probe:
+    if module.STAGE not in STAGES:
+        raise AssertionError(f"{module.__name__}.STAGE must be one of {STAGES}, got {module.STAGE!r}")
+    return Probe(module.KIND.value, module.KIND, module.STAGE, module.run,
+                 module.__doc__.strip().splitlines()[0], getattr(module, "DRAWN_CAPTURE", False))
 
 
+#: every probe by name, in the order probes of one stage run
 PROBES: dict[str, Probe] = {
     p.name: p
-    for p in [
-        _p(capture_failure, "capture"),
-        _p(stale_pointer, "step", drawn_capture=True),
-        _p(nondeterministic_replay, "step"),
-        _p(output_not_written, "diagnose"),
-        _p(lazy_init, "diagnose"),
-        _p(unpersisted_metadata, "diagnose"),
-        _p(frozen_host_value, "diagnose", drawn_capture=True),
-        _p(stale_padding, "diagnose"),
-        Probe("support-mismatch", FindingKind.SUPPORT_MISMATCH, "meta", None,
-              "Is the declared Support level right? (runs the other probes at the neighbouring levels)", default=False),
-    ]
+    for p in map(_probe, [
+        capture_failure,
+        stale_pointer,
+        nondeterministic_replay,
+        output_not_written,
+        lazy_init,
+        unpersisted_metadata,
+        frozen_host_value,
+        stale_padding,
+    ])
 }
 
-DEFAULT_PROBES: tuple[str, ...] = tuple(n for n, p in PROBES.items() if p.default)
+
+def at_stage(stage: str) -> tuple[Probe, ...]:
+    """The probes of ``stage``, in running order."""
+    return tuple(p for p in PROBES.values() if p.stage == stage)
 
 
-def resolve_probes(names) -> tuple[Probe, ...]:
-    """Probe objects for names (``None`` or ``"all"`` gives the default set)."""
-    if names is None or names == "all" or names == ["all"]:
-        return tuple(PROBES[n] for n in DEFAULT_PROBES)
+def resolve_probes(names: Iterable[str] | str | None) -> tuple[Probe, ...]:
+    """Probe objects for names (``None`` or ``"all"``: every probe); :class:`UsageError` for an unknown one."""
+    if names is None or names == "all":
+        return tuple(PROBES.values())
     if isinstance(names, str):
         names = [names]
-    out = []
+    out: list[Probe] = []
     for n in names:
         n = str(getattr(n, "value", n))
+        if n == "all":
+            out.extend(p for p in PROBES.values() if p not in out)
+            continue
         if n not in PROBES:
-            raise ValueError(f"unknown probe {n!r}; known probes: {', '.join(PROBES)}")
-        out.append(PROBES[n])
+            raise UsageError(f"unknown probe {n!r}; known probes: {', '.join(PROBES)}")
+        if PROBES[n] not in out:
+            out.append(PROBES[n])
     return tuple(out)

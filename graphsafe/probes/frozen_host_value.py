@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import difflib
 
+from ..capture.context import StepContext
 from ..engines.recording import Launch, TensorArg
 from ..findings import Finding, FindingKind
 
 KIND = FindingKind.FROZEN_HOST_VALUE
+STAGE = "diagnose"
+DRAWN_CAPTURE = True  # also capture with drawn, smaller batches
 
 
 def _fmt(v) -> str:
@@ -69,7 +72,7 @@ def diff_launches(captured: list[Launch], needed: list[Launch]) -> list[dict]:
     return diffs
 
 
-def run(ctx) -> Finding | None:
+def run(ctx: StepContext) -> Finding | None:
     diffs = diff_launches(ctx.info.launches, ctx.evidence.scratch.launches)
     if not diffs:
         return None

@@ -11,10 +11,12 @@ planning result that capture skipped.
 
 from __future__ import annotations
 
+from ..capture.context import StepContext
 from ..engines.recording import TensorArg
 from ..findings import Finding, FindingKind
 
 KIND = FindingKind.LAZY_INIT
+STAGE = "diagnose"
 
 
 def skipped_kernels(ctx) -> list[tuple[str, str]]:
@@ -37,7 +39,7 @@ def skipped_kernels(ctx) -> list[tuple[str, str]]:
     return out
 
 
-def run(ctx) -> Finding | None:
+def run(ctx: StepContext) -> Finding | None:
     skipped = skipped_kernels(ctx)
     if skipped:
         kernel, path = skipped[0]

@@ -1,18 +1,35 @@
 """nondeterministic-replay: two replays of the same prepared batch differ.
 
-After a step's replay, persistent (static) state is restored and the graph
-replays the same prepared batch again; outputs must be bitwise equal.
+Stage ``step``, on the first step of every example (enough to see a race without doubling every
+step): the graph replays the prepared batch twice, static state restored before each replay and
+after, and the live outputs must be bitwise equal.
 """
 
 from __future__ import annotations
 
+from ..capture.context import StepContext
+from ..capture.statics import static_dict
 from ..findings import Finding, FindingKind
 
 KIND = FindingKind.NONDETERMINISTIC_REPLAY
+STAGE = "step"
 
 
-def run(first, second, compare) -> Finding | None:
-    mism = compare(first, second)
+def run(ctx: StepContext) -> Finding | None:
+    if ctx.step_index != 0:
+        return None
+    statics = static_dict(ctx.session.target)
+    snap = {k: v.clone() for k, v in statics.items()}
+
+    def restore() -> None:
+        for k, v in statics.items():
+            v.copy_(snap[k])
+
+    first = ctx.replay_live()
+    restore()
+    second = ctx.replay_live()
+    restore()
+    mism = ctx.comparator.outputs(first, second, ctx.batch, bitwise=True)
     if not mism:
         return None
     m = mism[0]

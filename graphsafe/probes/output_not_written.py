@@ -1,34 +1,24 @@
 """output-not-written: the replay leaves live output positions unwritten.
 
-Outputs are NaN-filled before every replay.  On a mismatch, the prepared batch
-is replayed twice more with two different sentinels in the outputs: positions
-that keep the sentinel both times were never written by the graph.
+Stage ``diagnose``.  Outputs are NaN-filled before every replay.  On a mismatch, the prepared batch
+is replayed twice more with two different sentinels in the outputs: positions that keep the
+sentinel both times were never written by the graph.
 """
 
 from __future__ import annotations
 
-import torch
-
+from ..capture.context import StepContext
 from ..findings import Finding, FindingKind, Mismatch
 
 KIND = FindingKind.OUTPUT_NOT_WRITTEN
+STAGE = "diagnose"
 _SENTINELS = (1234.5, -4321.25)
 
 
-def _fill(outputs, value):
-    for t in outputs:
-        t.fill_(value if t.dtype.is_floating_point else int(value))
-
-
-def run(ctx) -> Finding | None:
-    graph, padded = ctx.graph, ctx.padded[-1]
-    target = ctx.session.target
+def run(ctx: StepContext) -> Finding | None:
     kept = []
     for v in _SENTINELS:
-        _fill(graph.outputs, v)
-        graph.replay()
-        ctx.engine.synchronize()
-        live = target.live(graph.outputs, padded)
+        live = ctx.replay_live(fill=v)
         kept.append([(t == (v if t.dtype.is_floating_point else int(v))) for t in live])
     mism = []
     for i, (a, b) in enumerate(zip(*kept)):

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import torch
 
+from ..capture.context import StepContext
 from ..findings import Finding, FindingKind
 
 KIND = FindingKind.STALE_PADDING
+STAGE = "diagnose"
 
 
 def _stale_buffers(hist, fresh) -> list[str]:
@@ -60,7 +62,7 @@ def _unwritten_buffers(ctx, fresh) -> list[str]:
     return out
 
 
-def run(ctx) -> Finding | None:
+def run(ctx: StepContext) -> Finding | None:
     ev = ctx.evidence
     hist_m = ev.scratch_mismatches(ev.scratch)
     if not hist_m:

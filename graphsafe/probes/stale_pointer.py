@@ -1,24 +1,27 @@
 """stale-pointer: the graph reads memory whose tensor was freed after capture.
 
-After every ``prepare`` (before the replay that would read it), each buffer the
+Stage ``step``: after every ``prepare`` (before the replay that would read it), each buffer the
 graph recorded at capture is checked: a storage nobody but the graph holds any
 more is a dangling address.  Deterministic, whatever the allocator does next.
 """
 
 from __future__ import annotations
 
+from ..capture.context import StepContext
+from ..capture.statewalk import paths_by_storage
 from ..findings import Finding, FindingKind
 
 KIND = FindingKind.STALE_POINTER
+STAGE = "step"
+DRAWN_CAPTURE = True  # also capture with drawn, smaller batches
 
 
-def run(session, graph, info) -> Finding | None:
-    dead = graph.dead_inputs()
+def run(ctx: StepContext) -> Finding | None:
+    dead = ctx.graph.dead_inputs()
     if not dead:
         return None
-    from .._internal.statewalk import paths_by_storage
-
-    now = paths_by_storage(session.target)
+    info = ctx.info
+    now = paths_by_storage(ctx.session.target)
     parts, details = [], []
     for buf in dead:
         paths = info.paths.get(buf.key, [])

@@ -7,12 +7,14 @@ step's metadata went elsewhere (a new tensor or another attribute).
 
 from __future__ import annotations
 
+from ..capture.context import StepContext
 from ..findings import Finding, FindingKind
 
 KIND = FindingKind.UNPERSISTED_METADATA
+STAGE = "diagnose"
 
 
-def run(ctx) -> Finding | None:
+def run(ctx: StepContext) -> Finding | None:
     hits = [r for r in ctx.evidence.unwritten_reads if r.origin == "earlier-prepare"]
     if not hits:
         return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 
 from ..engines.triton_env import use_interpreter
+from ..errors import UsageError
 
 
 def _require_interpretable_triton() -> None:
@@ -25,6 +26,7 @@ def _require_interpretable_triton() -> None:
     interpretable too, which only happens when TRITON_INTERPRET was set before the first
     ``import triton``; otherwise every kernel fails deep inside with "Cannot call
     @triton.jit'd outside of the scope of a kernel".  Say so up front."""
+    # imported here, after use_interpreter() below has had its say about TRITON_INTERPRET
     import triton.language as tl
     from triton.runtime.interpreter import InterpretedFunction
 
@@ -74,7 +76,7 @@ def resolve(name: str) -> type:
     try:
         module, cls = _TARGETS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown reference target {name!r}; known targets: {', '.join(_TARGETS)}") from None
+        raise UsageError(f"unknown reference target {name!r}; known targets: {', '.join(_TARGETS)}") from None
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
 
 

@@ -22,8 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import capturing
-from ..contract import Batch, CaptureSpec, Support
+from ..contract import capturing, Batch, CaptureSpec, Support
 from ._common import LatentTarget, latent_attention, next_pow2, request_tensors, write_prefix
 
 __all__ = ["FlashMLALazy", "FlashMLALazySharedState", "SchedulerState"]

@@ -24,8 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import capturing
-from ..contract import Batch, CaptureSpec, Support
+from ..contract import capturing, Batch, CaptureSpec, Support
 from ..values import derive_seed, seeded
 from ._common import ReferenceTarget, live_inputs, next_pow2, request_tensors, token_tensors, write_prefix
 

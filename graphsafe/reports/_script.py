@@ -1,8 +1,8 @@
 """The logic of every report's ``repro.py``: the script holds its ``RECIPE`` and imports
 ``main``/``run_recipe`` from here (one copy for every report).
 
-It uses only the standard library and graphsafe's public API (``graphsafe.reproduce``, ``graphsafe.check``,
-``graphsafe.Batch``, ``graphsafe.CaptureSpec``, ``graphsafe.PROBES``).
+It uses the standard library and graphsafe's check layer (``reproduce``, ``CheckOptions``, ``Batch``,
+``CaptureSpec``, ``Tolerance``): a repro replays one step sequence in this process, without search.
 ``graphsafe repro DIR`` (:func:`graphsafe.reports.repro_main`) runs the same
 functions from this module on the recipe built from ``DIR/finding.json``.
 
@@ -17,7 +17,9 @@ import os
 import sys
 import traceback
 
-import graphsafe
+from ..capture.compare import Tolerance
+from ..check import CheckOptions, reproduce
+from ..contract import Batch, CaptureSpec
 
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -61,27 +63,18 @@ def run_recipe(recipe, engine=None, out=None):
     kind = recipe["kind"]
     engine = engine or recipe.get("engine") or "auto"
     target = resolve_recipe_target(recipe)
-    spec = graphsafe.CaptureSpec.from_dict(recipe["spec"]) if recipe.get("spec") else None
-    options = dict(recipe.get("options") or {})
+    spec = CaptureSpec.from_dict(recipe["spec"]) if recipe.get("spec") else None
+    tolerance = Tolerance(**dict(recipe.get("options") or {}))  # rtol, atol, bitwise as the check used them
     print(f"graphsafe repro: {kind} in {recipe['target']} on engine {engine!r}", file=out)
-    if kind == "support-mismatch":
-        # a meta finding: rerun the check with the support-mismatch probe (fixed seed, no database)
-        result = graphsafe.check(
-            target, spec=spec, engine=engine, probes=recipe.get("probes"), examples=recipe.get("examples") or 20,
-            capture_sizes=recipe.get("capture_sizes") or None, seed=0, database=False, **options,
-        )
-    else:
-        steps = [graphsafe.Batch.from_dict(b) for b in recipe.get("steps") or []]
-        if not steps:
-            steps = [graphsafe.Batch.from_dict(MINIMAL_STEP)]
-            print("  (the finding arose before any step; replaying one minimal batch after capture)", file=out)
-        kw = dict(spec=spec, engine=engine, probes=recipe.get("probes"), **options)
-        if recipe.get("capture_batch"):
-            kw["capture_batch"] = graphsafe.Batch.from_dict(recipe["capture_batch"])
-            kw["capture_size"] = recipe.get("capture_size") or None
-        elif recipe.get("capture_sizes"):
-            kw["capture_sizes"] = tuple(recipe["capture_sizes"])
-        result = graphsafe.reproduce(target, steps, **kw)
+    steps = [Batch.from_dict(b) for b in recipe.get("steps") or []]
+    if not steps:
+        steps = [Batch.from_dict(MINIMAL_STEP)]
+        print("  (the finding arose before any step; replaying one minimal batch after capture)", file=out)
+    options = CheckOptions.build(spec=spec, engine=engine, probes=recipe.get("probes"), tolerance=tolerance,
+                                 capture_sizes=tuple(recipe.get("capture_sizes") or ()) or None)
+    capture_batch = Batch.from_dict(recipe["capture_batch"]) if recipe.get("capture_batch") else None
+    result = reproduce(target, steps, options, capture_batch=capture_batch,
+                       capture_size=recipe.get("capture_size") or None if capture_batch is not None else None)
     print(result.summary(), file=out)
     same = [f for f in result.findings if str(f.kind) == kind and f.severity == "error"]
     if same:

@@ -6,6 +6,10 @@ import importlib.metadata
 import importlib.util
 import platform
 
+import torch
+
+from .._version import __version__
+
 __all__ = ["environment"]
 
 
@@ -20,7 +24,7 @@ def _triton_version() -> str | None:
         return importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:
         try:
-            import triton  # noqa: PLC0415 - only when no distribution metadata is installed
+            import triton  # noqa: PLC0415 - only when no distribution metadata is installed: never before kernels
 
             return str(getattr(triton, "__version__", "unknown"))
         except Exception:  # noqa: BLE001
@@ -29,8 +33,6 @@ def _triton_version() -> str | None:
 
 def _gpu() -> str:
     try:
-        import torch
-
         if not torch.cuda.is_available():
             return "none (CPU)"
         return torch.cuda.get_device_name()
@@ -40,15 +42,11 @@ def _gpu() -> str:
 
 def environment() -> dict[str, str | None]:
     """What ran the check: ``python``, ``torch``, ``triton`` (None if not importable), ``graphsafe``, ``cuda``, ``gpu``, ``platform``."""
-    import torch
-
-    import graphsafe
-
     return {
         "python": platform.python_version(),
         "torch": str(torch.__version__),
         "triton": _triton_version(),
-        "graphsafe": getattr(graphsafe, "__version__", "unknown"),
+        "graphsafe": __version__,
         "cuda": getattr(torch.version, "cuda", None),
         "gpu": _gpu(),
         "platform": platform.platform(),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import Batch, CaptureSpec
+from ..errors import UsageError
 from ..findings import EXPLANATIONS, FIXES, Finding, FindingKind, Mismatch
 
 __all__ = ["SCHEMA_VERSION", "FILE_NAME", "plain", "pretty", "dumps", "loads", "finding_to_data", "finding_from_data",
@@ -164,7 +165,7 @@ def finding_from_data(data: dict, *, report_dir: str = "") -> Finding:
         kind = FindingKind(data["kind"])
     except ValueError:
         known = ", ".join(k.value for k in FindingKind)
-        raise ValueError(f"finding.json: unknown kind {data['kind']!r}; known kinds: {known}") from None
+        raise UsageError(f"finding.json: unknown kind {data['kind']!r}; known kinds: {known}") from None
     cb = data.get("capture_batch")
     extra = {fl.name: data[fl.name] for fl in dataclasses.fields(Finding) if fl.name not in _HANDLED and fl.name in data}
     return Finding(
@@ -217,22 +218,22 @@ def read_data(path: str | os.PathLike) -> dict[str, Any]:
     except FileNotFoundError:
         raise FileNotFoundError(f"no graphsafe report at {path}: {jp} does not exist") from None
     except UnicodeDecodeError as e:
-        raise ValueError(f"{jp} is not valid JSON (not UTF-8 text: {e}); graphsafe reports are plain JSON") from None
+        raise UsageError(f"{jp} is not valid JSON (not UTF-8 text: {e}); graphsafe reports are plain JSON") from None
     try:
         data = loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"{jp} is not valid JSON ({e}); graphsafe reports are plain JSON") from None
+        raise UsageError(f"{jp} is not valid JSON ({e}); graphsafe reports are plain JSON") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{jp} holds a JSON {type(data).__name__}, not a graphsafe finding object")
+        raise UsageError(f"{jp} holds a JSON {type(data).__name__}, not a graphsafe finding object")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise ValueError(
+        raise UsageError(
             f"{jp} has schema_version {version!r}, but this graphsafe reads schema_version {SCHEMA_VERSION} "
             "only; rerun the check with this graphsafe to rewrite the report"
         )
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
-        raise ValueError(f"{jp} is missing {', '.join(missing)}: not a graphsafe finding")
+        raise UsageError(f"{jp} is missing {', '.join(missing)}: not a graphsafe finding")
     return data
 
 

@@ -22,7 +22,8 @@ import os
 import sys
 from typing import Any
 
-from ..contract import Batch
+from .._version import __version__
+from ..contract import CAPTURE_SEED, Batch
 from ..findings import Finding
 from . import _script, jsonio
 
@@ -55,15 +56,6 @@ def import_hints(target: str) -> dict[str, str | None]:
     return hints
 
 
-def _capture_seed() -> int:
-    try:
-        from .._internal.session import CAPTURE_SEED
-
-        return int(CAPTURE_SEED)
-    except Exception:  # noqa: BLE001 - the checker's internals may move; this is its documented value
-        return 2**31 - 1
-
-
 def capture_plan(f: Finding) -> dict[str, Any]:
     """``capture_is_worst_case`` (None when unknown) and the ``capture_sizes`` the check captured."""
     sizes = f.details.get("capture_sizes")
@@ -77,7 +69,7 @@ def capture_plan(f: Finding) -> dict[str, Any]:
         worst = not bool(f.details["drawn_capture"])
     elif f.capture_batch is not None and f.spec is not None:
         size = f.capture_size or f.capture_batch.num_slots
-        seed = _capture_seed()
+        seed = CAPTURE_SEED
         worst = False
         for q in sorted({1, f.spec.max_query_len}):
             try:
@@ -90,13 +82,7 @@ def capture_plan(f: Finding) -> dict[str, Any]:
 
 # -- the recipe -------------------------------------------------------------------------------
 def _probes_for(kind: str, probe: str) -> list[str] | None:
-    from ..probes import DEFAULT_PROBES, PROBES
-
-    if kind == "support-mismatch":
-        return list(DEFAULT_PROBES) + ["support-mismatch"]
-    if probe and probe in PROBES and probe not in DEFAULT_PROBES:
-        return list(DEFAULT_PROBES) + [probe]
-    return None  # graphsafe's default probe set, as the check used
+    return None  # every probe, as the check used: a finding is attributed among all of them
 
 
 def recipe_from_data(data: dict[str, Any]) -> dict[str, Any]:
@@ -131,8 +117,6 @@ def _comment(text: str) -> str:
 
 def render_script(recipe: dict[str, Any], *, message: str = "", report_dir: str = "") -> str:
     """The text of ``repro.py`` for ``recipe``."""
-    import graphsafe
-
     # ASCII JSON with single quotes escaped: safe inside r'''...''' whatever the strings hold
     literal = jsonio.pretty(jsonio.plain(recipe), ensure_ascii=True).replace("'", "\\u0027")
     steps = [Batch.from_dict(b).short() for b in recipe["steps"]]
@@ -157,7 +141,7 @@ Exit status: 1 while the {recipe['kind']} finding reproduces, 0 once it is fixed
 2 if the repro cannot run.  The recipe is plain JSON (no pickles); to keep this
 as a regression test, import this file and assert run_recipe(RECIPE) == 0.
 
-Written by graphsafe {graphsafe.__version__}."""
+Written by graphsafe {__version__}."""
     return (
         "#!/usr/bin/env python3\n"
         + _comment(head)

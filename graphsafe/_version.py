@@ -1,0 +1,3 @@
+"""graphsafe's version (pyproject.toml reads it from here)."""
+
+__version__ = "0.2.0"

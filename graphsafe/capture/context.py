@@ -1,0 +1,115 @@
+"""What probes look at: one capture (:class:`CaptureContext`) or one step (:class:`StepContext`).
+
+Every probe is ``run(ctx) -> Finding | None`` over one of these.  A step context grows as the
+step runs: after ``prepare`` it knows the session, graph and batches; after the comparison it
+also holds both sides' live outputs and static state and the mismatches, and its ``evidence``
+(:class:`graphsafe.capture.evidence.Evidence`) computes, on first use, what diagnosis probes share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from ..contract import Batch, CaptureSpec, Target
+from ..engines import Engine, Graph
+from ..engines.recording import Launch
+from ..errors import ContractError
+from ..findings import Mismatch
+from .compare import Comparator
+from .ledger import poison_floats
+
+__all__ = ["CaptureInfo", "CaptureContext", "StepContext", "live_rows"]
+
+
+def live_rows(target: Target, outputs: Sequence[torch.Tensor], batch: Batch) -> list[torch.Tensor]:
+    """``target.live(outputs, batch)``, checked: a list of tensors whose rows are live tokens."""
+    live = target.live(tuple(outputs), batch)
+    if isinstance(live, torch.Tensor):
+        live = (live,)
+    if not isinstance(live, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in live):
+        raise ContractError(f"{type(target).__name__}.live() must return a tuple of tensors, got {type(live).__name__}")
+    for t in live:
+        if t.dim() == 0 or t.shape[0] != batch.num_tokens and type(target).live is Target.live:
+            raise ContractError(
+                f"{type(target).__name__}.live() returned a tensor of shape {tuple(t.shape)}; rows must be the "
+                f"batch's {batch.num_tokens} live tokens (override live() if your outputs are laid out differently)"
+            )
+    return list(live)
+
+
+@dataclass
+class CaptureInfo:
+    """What happened around one capture: the batch, and who wrote which buffer."""
+
+    size: int
+    batch: Batch
+    prepare_written: set[int]  # storages the capture-time prepare created or changed
+    warmup_written: set[int]  # storages that changed during warm-up
+    graph_written: set[int]  # storages some captured launch writes
+    paths: dict[int, list[str]]  # storage -> attribute paths at capture
+    launches: list[Launch]
+    warmup_launches: list[Launch] = field(default_factory=list)
+    warmup_kernel_writes: set = field(default_factory=set)  # (kernel, argument) pairs written in warm-up
+
+
+@dataclass
+class CaptureContext:
+    """A capture that failed: the size and batch it was captured with, and what it raised."""
+
+    session: Any  # the CaptureSession (which imports this module)
+    size: int
+    batch: Batch
+    error: BaseException
+
+
+@dataclass
+class StepContext:
+    """One step of one example, on one captured graph."""
+
+    target_cls: type
+    target_name: str
+    spec: CaptureSpec
+    engine: Engine
+    session: Any  # the CaptureSession (which imports this module)
+    graph: Graph
+    info: CaptureInfo
+    history: list[Batch]  # unpadded steps up to and including this one
+    padded: list[Batch]
+    seed: int
+    comparator: Comparator
+    graph_live: list[torch.Tensor] = field(default_factory=list)
+    eager_live: list[torch.Tensor] = field(default_factory=list)
+    graph_static: dict[str, torch.Tensor] = field(default_factory=dict)
+    eager_static: dict[str, torch.Tensor] = field(default_factory=dict)
+    mismatches: list[Mismatch] = field(default_factory=list)
+    evidence: Any = None  # an Evidence (graphsafe.capture.evidence), set when the step is diagnosed
+
+    @property
+    def batch(self) -> Batch:
+        """This step's batch, unpadded."""
+        return self.history[-1]
+
+    @property
+    def padded_batch(self) -> Batch:
+        """This step's batch as the graph sees it (padded to the captured size)."""
+        return self.padded[-1]
+
+    @property
+    def step_index(self) -> int:
+        return len(self.history) - 1
+
+    def replay_live(self, fill: Any = None) -> list[torch.Tensor]:
+        """Replay the graph over this step's prepared buffers (outputs NaN-filled first, or ``fill``)
+        and return copies of its live rows."""
+        outs = self.graph.outputs
+        if fill is None:
+            poison_floats(outs)
+        else:
+            for t in outs:
+                t.fill_(fill if t.dtype.is_floating_point else int(fill))
+        self.graph.replay()
+        self.engine.synchronize()
+        return [t.clone() for t in live_rows(self.session.target, outs, self.padded_batch)]

@@ -1,0 +1,144 @@
+"""Evidence several diagnosis probes share, computed once per failing step and only on demand.
+
+Who wrote every buffer the graph reads (the write ledger around capture, and this step's
+``prepare`` re-run over poisoned copies), and eager re-runs of the example's padded steps
+without graphs (with the instance's own history, and of the failing step alone).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from ..engines import as_outputs
+from ..engines.recording import Launch, Recorder
+from ..findings import Mismatch
+from .context import StepContext, live_rows
+from .ledger import poison_floats, prepare_writes, storages_of
+from .session import call_target
+from .statewalk import paths_by_storage, storage_key, walk
+from .statics import randomise_static, static_dict, static_keys
+
+__all__ = ["Evidence", "ReadOrigin", "ScratchRun"]
+
+
+@dataclass
+class ReadOrigin:
+    """A buffer the graph reads that nothing in this step writes, and who wrote it last."""
+
+    key: int
+    path: str
+    origin: str  # "warmup-only", "earlier-prepare", "never-written"
+    floating: bool
+
+
+@dataclass
+class ScratchRun:
+    """An eager run without graphs: its live outputs, static state, launches and buffers after prepare."""
+
+    live: list[torch.Tensor]
+    static: dict[str, torch.Tensor]
+    launches: list[Launch]
+    buffers_after_prepare: dict[str, torch.Tensor]
+
+
+class Evidence:
+    """Facts about one failing step (see the module docstring); each computed on first use."""
+
+    def __init__(self, ctx: StepContext):
+        self.ctx = ctx
+
+    # -- who wrote what the graph reads --------------------------------------------
+    @functools.cached_property
+    def graph_read_tensors(self) -> dict[int, torch.Tensor]:
+        """Buffers the graph reads, not static, still reachable from the target."""
+        g = self.ctx.session.target
+        reachable = storages_of(g, exclude=self.ctx.session.static_keys)
+        ext = self.ctx.graph.recording.external
+        return {k: t for k, t in reachable.items() if k in ext}
+
+    @functools.cached_property
+    def prepare_written(self) -> set[int]:
+        g = self.ctx.session.target
+        padded = self.ctx.padded[-1]
+        return prepare_writes(self.graph_read_tensors, lambda: g.prepare(padded))
+
+    @functools.cached_property
+    def unwritten_reads(self) -> list[ReadOrigin]:
+        """Buffers the graph reads that neither this step's prepare nor the graph writes."""
+        info, ctx = self.ctx.info, self.ctx
+        out = []
+        for key, buf in ctx.graph.recording.external.items():
+            if key in ctx.session.static_keys or key in info.graph_written or not buf.alive():
+                continue
+            if key in self.prepare_written:
+                continue
+            path = ", ".join(info.paths.get(key, [])) or f"<unreachable buffer at {hex(buf.address)}>"
+            floating = "float" in buf.dtype
+            if key in info.warmup_written and key not in info.prepare_written:
+                origin = "warmup-only"
+            elif key in info.prepare_written:
+                origin = "earlier-prepare"
+            else:
+                origin = "never-written"
+            out.append(ReadOrigin(key, path, origin, floating))
+        return out
+
+    def rebound(self, keys: list[int]) -> list[str]:
+        """Where this step's metadata went: capture-time paths of ``keys`` that now hold another tensor."""
+        now = {p: k for k, ps in paths_by_storage(self.ctx.session.target).items() for p in ps}
+        out = []
+        for key in keys:
+            for p in self.ctx.info.paths.get(key, []):
+                if p in now and now[p] != key:
+                    out.append(f"{p} (now a new tensor at {hex(now[p])})")
+        return out
+
+    # -- the same padded steps, eagerly, without graphs -------------------------------
+    def _scratch(self, history: bool) -> ScratchRun:
+        ctx = self.ctx
+        inst = ctx.target_cls()
+        call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)
+        statics = static_keys(inst) | ctx.session.share_constants(inst)
+        randomise_static(inst, ctx.seed)
+        steps = ctx.padded if history else ctx.padded[-1:]
+        if history:
+            # the graph instance's own history: every capture (largest first) before the example
+            for size in sorted(ctx.session.infos, reverse=True):
+                call_target("prepare(batch) [diagnosis]", inst.prepare, ctx.session.infos[size].batch)
+                call_target("forward() [diagnosis]", inst.forward)
+        launches: list[Launch] = []
+        bufs: dict[str, torch.Tensor] = {}
+        out = None
+        for i, pb in enumerate(steps):
+            poison_floats(storages_of(inst, exclude=statics).values())
+            call_target("prepare(batch) [diagnosis]", inst.prepare, pb)
+            if i == len(steps) - 1:
+                bufs = {p: t.clone() for p, t in walk(inst) if storage_key(t) not in statics}
+                with Recorder("observe") as rec:
+                    out = call_target("forward() [diagnosis]", inst.forward)
+                launches = rec.launches
+            else:
+                out = call_target("forward() [diagnosis]", inst.forward)
+        outs = as_outputs(out)
+        live = [t.clone() for t in live_rows(inst, outs, steps[-1])]
+        static = {k: v.clone() for k, v in static_dict(inst).items()}
+        ctx.engine.synchronize()
+        return ScratchRun(live, static, launches, bufs)
+
+    @functools.cached_property
+    def scratch(self) -> ScratchRun:
+        """Eager run of this example's padded steps (with the same poisoning), no graph."""
+        return self._scratch(history=True)
+
+    @functools.cached_property
+    def fresh_scratch(self) -> ScratchRun:
+        """Eager run of only this step, padded, on a fresh instance (no history)."""
+        return self._scratch(history=False)
+
+    def scratch_mismatches(self, run: ScratchRun) -> list[Mismatch]:
+        """Where an eager re-run differs from the eager reference of this step."""
+        ctx = self.ctx
+        return ctx.comparator.step(run.live, ctx.eager_live, run.static, ctx.eager_static, ctx.batch)

@@ -1,0 +1,210 @@
+"""One graph instance of a target, captured once per size and replayed for every example."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Callable
+
+import torch
+
+from ..contract import CAPTURE_SEED, Batch, CaptureSpec, Support
+from ..engines import Engine, Graph
+from ..engines.recording import TensorArg
+from ..engines.userframe import user_frame_of
+from ..errors import CaptureError, GraphsafeError, TargetRaised
+from .context import CaptureContext, CaptureInfo
+from .ledger import Snapshot, prepare_writes, storages_of
+from .statewalk import paths_by_storage, storage_key, walk
+from .statics import randomise_static, static_keys
+
+__all__ = ["CaptureSession", "call_target", "raised", "capture_query_len"]
+
+
+def raised(method: str, exc: BaseException) -> TargetRaised:
+    """The target's own exception ``exc``, raised in ``method``, as a picklable :class:`TargetRaised`."""
+    text = str(exc).strip()
+    return TargetRaised(
+        f"{method} raised {type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": "),
+        where=user_frame_of(exc) or method,
+        method=method,
+        exc_type=type(exc).__name__,
+        traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        out_of_memory=isinstance(exc, (torch.OutOfMemoryError, MemoryError)),
+    )
+
+
+def call_target(method: str, fn: Callable, *args: Any) -> Any:
+    """``fn(*args)``, a method of the target; its exceptions become :class:`TargetRaised`.
+
+    graphsafe's own errors (a contract check inside) and interrupts pass through unchanged.
+    """
+    try:
+        return fn(*args)
+    except (KeyboardInterrupt, SystemExit, GraphsafeError):
+        raise
+    except Exception as e:
+        raise raised(method, e) from e
+
+
+def capture_query_len(support: Support, spec: CaptureSpec) -> int:
+    """The query length of the worst-case capture batch at ``support``."""
+    return 1 if support == Support.UNIFORM_SINGLE_TOKEN_DECODE else spec.max_query_len
+
+
+class CaptureSession:
+    """A target instance with one graph per capture size, sharing one memory pool.
+
+    Sizes are captured largest first, each after ``prepare(capture batch)``,
+    one eager warm-up and a pre-screen run.  A capture that fails leaves
+    ``capture_error`` (a :class:`CaptureContext`) and stops there; an exception
+    of the target's own code outside capture raises :class:`TargetRaised`.
+    ``reset(seed)`` brings the graph instance back to its post-capture buffers
+    and re-randomises static tensors, so every example starts from the same state.
+    """
+
+    def __init__(
+        self,
+        target_cls: type,
+        spec: CaptureSpec,
+        engine: Engine,
+        sizes: tuple[int, ...],
+        capture_batch: Batch | None = None,
+        known_writes: set | None = None,
+    ):
+        self.target_cls, self.spec, self.engine = target_cls, spec, engine
+        self.sizes = tuple(sorted(set(sizes)))
+        self.graphs: dict[int, Graph] = {}
+        self.infos: dict[int, CaptureInfo] = {}
+        self.notes: list[str] = []
+        self.capture_error: CaptureContext | None = None
+        self.constant_paths: dict[str, torch.Tensor] = {}  # attribute path -> a constant buffer
+        # (kernel, argument) pairs known to be written; learning them clones every argument of every
+        # warm-up launch, so sessions after the first reuse what the first one learned
+        self.known_writes = known_writes
+        self.target = target_cls()
+        with torch.no_grad():
+            call_target("setup(spec, device)", self.target.setup, spec, engine.device)
+            self.static_keys = static_keys(self.target)
+            self.pool = engine.new_pool()
+            q = capture_query_len(target_cls.support, spec)
+            for size in sorted(self.sizes, reverse=True):
+                batch = capture_batch if capture_batch is not None else spec.worst_case_batch(size, query_len=q, seed=CAPTURE_SEED)
+                batch = batch.padded(size)
+                try:
+                    self._capture(size, batch)
+                except TargetRaised:
+                    raise
+                except (CaptureError, RuntimeError, AssertionError, ValueError, IndexError, KeyError) as e:
+                    self.capture_error = CaptureContext(self, size, batch, e)
+                    if not engine.healthy():
+                        self.notes.append(
+                            "the failed capture left the CUDA context unusable; later targets need a new process"
+                        )
+                    break
+            self.constant_keys = self._constants(batch) if self.graphs else set()
+            #: storages the per-step NaN poison leaves alone: static state and constants
+            self.unpoisoned = self.static_keys | self.constant_keys
+            # bytes only: holding the tensors would keep freed buffers alive and hide stale pointers
+            self._post = Snapshot(self._graph_buffers(), hold=False)
+
+    # -- capture -------------------------------------------------------------------
+    def _capture(self, size: int, batch: Batch) -> None:
+        g, eng = self.target, self.engine
+        before = Snapshot(storages_of(g, self.static_keys))
+        call_target("prepare(batch)", g.prepare, batch)
+        now = storages_of(g, self.static_keys)
+        prepare_written = before.changed() | (set(now) - set(before.tensors))
+        pre_warm = Snapshot(now)
+        wrec = call_target("forward() (warm-up)", lambda: eng.warmup(
+            g.forward, skip_keys=self.static_keys, learn=self.known_writes is None))
+        if self.known_writes is not None:
+            wrec.kernel_writes |= self.known_writes
+        # forward() ran eagerly just now: what fails here is the pre-screen's host-sync check
+        # (the engine raises CaptureError), or the target failing a second call
+        call_target("forward() (pre-screen)", eng.prescreen, g.forward)
+        after = storages_of(g, self.static_keys)
+        warmup_written = pre_warm.changed() | (set(after) - set(pre_warm.tensors))
+        graph = eng.capture(g.forward, pool=self.pool)
+        rec = graph.recording
+        graph_written = set(rec.written)
+        for launch in rec.launches:
+            if launch.kind != "triton":
+                continue
+            for name, v in launch.args.items():
+                if isinstance(v, TensorArg) and (launch.name, name) in wrec.kernel_writes:
+                    graph_written.add(v.key)
+        self.notes.extend(n for n in rec.notes if n not in self.notes)
+        self.graphs[size] = graph
+        self.infos[size] = CaptureInfo(
+            size=size,
+            batch=batch,
+            prepare_written=prepare_written,
+            warmup_written=warmup_written,
+            graph_written=graph_written,
+            paths=paths_by_storage(g),
+            launches=list(rec.launches),
+            warmup_launches=list(wrec.launches),
+            warmup_kernel_writes=set(wrec.kernel_writes),
+        )
+
+    def _constants(self, batch: Batch) -> set[int]:
+        """Floating buffers the graphs read that neither prepare(), warm-up nor a graph ever writes.
+
+        They hold what setup() put there (a softmax scale, a table of constants): graphsafe does not
+        NaN-fill them before each step, and the check's notes name them.
+        """
+        written: set[int] = set()
+        for info in self.infos.values():
+            written |= info.prepare_written | info.warmup_written | info.graph_written
+        read = {k for graph in self.graphs.values() for k, b in graph.recording.external.items() if b.alive()}
+        candidates = {k: t for k, t in storages_of(self.target, self.static_keys).items()
+                      if k in read and k not in written and t.dtype.is_floating_point}
+        if candidates:  # a prepare() that rewrites an equal value looks unwritten by content: ask it twice
+            candidates = {k: t for k, t in candidates.items()
+                          if k not in prepare_writes(candidates, lambda: call_target("prepare(batch)", self.target.prepare, batch))}
+        paths = paths_by_storage(self.target)
+        self.constant_paths = {paths[k][0]: t for k, t in candidates.items() if paths.get(k)}
+        if candidates:
+            self.notes.append("treated as constants (written by setup() only, never by prepare() or forward()): "
+                              + ", ".join(sorted(self.constant_paths)))
+        return set(candidates)
+
+    def share_constants(self, other: Any) -> set[int]:
+        """Give ``other`` (a fresh instance of the target) this instance's constants, so that a setup()
+        that is not deterministic (random weights, say) leaves both alike; return their storage keys
+        in ``other``."""
+        if not self.constant_paths:
+            return set()
+        keys = set()
+        for path, t in walk(other):
+            src = self.constant_paths.get(path)
+            if src is not None and src.shape == t.shape and src.dtype == t.dtype:
+                t.copy_(src)
+                keys.add(storage_key(t))
+        return keys
+
+    def _graph_buffers(self) -> dict[int, torch.Tensor]:
+        ext: set[int] = set()
+        for graph in self.graphs.values():
+            ext |= {k for k, b in graph.recording.external.items() if b.alive()}
+        return {k: t for k, t in storages_of(self.target, self.static_keys).items() if k in ext}
+
+    # -- per example -----------------------------------------------------------------
+    def learned_writes(self) -> set:
+        """Every (kernel, argument) pair seen written during this session's warm-ups."""
+        out: set = set()
+        for info in self.infos.values():
+            out |= info.warmup_kernel_writes
+        return out
+
+    def size_for(self, num_reqs: int) -> int:
+        """The smallest captured size that holds ``num_reqs`` requests."""
+        for s in self.sizes:
+            if s >= num_reqs and s in self.graphs:
+                return s
+        raise LookupError(f"no captured size holds {num_reqs} requests (captured: {sorted(self.graphs)})")
+
+    def reset(self, seed: int) -> None:
+        """Back to the post-capture buffers, static tensors re-randomised from ``seed``."""
+        self._post.restore_into(storages_of(self.target, self.static_keys))
+        randomise_static(self.target, seed)

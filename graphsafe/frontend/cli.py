@@ -1,0 +1,373 @@
+"""The ``graphsafe`` command: check targets without pytest, list targets, rerun a report.
+
+::
+
+    graphsafe check TARGET... [--engine E] [--examples N] [--steps N] [--probes P1,P2]
+                              [--capture-sizes 1,2,4] [--report-dir DIR] [--seed S] [--profile P]
+                              [--isolate] [--timeout SECONDS] [--expected] [--debug]
+    graphsafe list
+    graphsafe repro PATH [--engine E]
+
+``check`` runs every target once with every selected probe and prints a table: one row per
+target, one column per probe, a cell is ``ok``, the kind of the finding that probe made, or
+``not reached`` (an earlier finding ended the search first).  Findings no single probe owns
+(``target-error``, ``replay-mismatch``) go to the last column, ``other``; ``CRASH``, ``TIMEOUT``
+and ``ERROR`` rows are targets that could not be checked.  Then each finding's summary.
+Progress goes to stderr.
+
+Exit status (the highest that applies to any target): 0 no findings, 1 findings, 2 a usage or
+contract error, 3 a target failed to run (raised, crashed, timed out, ran out of memory), 4 an
+internal error of graphsafe (printed with its traceback; ``--debug`` shows tracebacks for the
+others too).  With ``--expected`` each registered target's findings are compared with its
+``expected`` attribute instead: 0 when every verdict is the expected one, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import warnings
+from typing import Any, Sequence
+
+from .._version import __version__
+from ..check import CheckOptions, lookup, names, resolve_target, validate_target
+from ..engines import ENGINES
+from ..errors import (
+    EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, GraphsafeError, TargetFailure, TargetTimeout, UsageError, exit_code,
+)
+from ..findings import CheckResult
+from ..probes import PROBES
+from ..reports import repro_main
+from ..reports.jsonio import read_data
+from . import options as o
+from .devices import engine_problem, prepare_engine
+from .inprocess import RunOptions
+from .runner import run
+from .sandbox import close_all, get_sandbox
+
+__all__ = ["main", "build_parser"]
+
+OTHER = "other"
+NOT_REACHED = "not reached"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="graphsafe",
+        description="Find CUDA-graph capture hazards in attention backends and GPU kernels.",
+    )
+    p.add_argument("--version", action="version", version=f"graphsafe {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    c = sub.add_parser("check", help="check targets and print a table of findings",
+                       description="Capture each TARGET, replay drawn step sequences and report hazards.")
+    c.add_argument("targets", nargs="+", metavar="TARGET",
+                   help="'module:Class', a registered name (see 'graphsafe list'), or 'all'")
+    c.add_argument("--engine", default="auto", help="auto (default), cuda or emulate")
+    c.add_argument("--examples", default=None, metavar="N",
+                   help=f"Hypothesis examples per target (default: the --profile's, else {CheckOptions.examples})")
+    c.add_argument("--steps", default=None, metavar="N", help=f"most batches per step sequence (default {CheckOptions.steps})")
+    c.add_argument("--probes", default=None, metavar="P1,P2",
+                   help=f"finding kinds to report (default: all): {', '.join(PROBES)}")
+    c.add_argument("--capture-sizes", default=None, metavar="1,2,4", help="capture sizes (default: the target's)")
+    c.add_argument("--report-dir", default=None, metavar="DIR", help="write a report for each finding under DIR")
+    c.add_argument("--seed", default=None, metavar="S", help="Hypothesis seed")
+    c.add_argument("--profile", default=None, metavar="P",
+                   help="Hypothesis profile: fast, ci or thorough (default: Hypothesis' current settings)")
+    c.add_argument("--isolate", action="store_true",
+                   help="check each target in a process of its own: a crash or hang marks its row CRASH or "
+                        "TIMEOUT and the run goes on")
+    c.add_argument("--timeout", default=None, metavar="SECONDS",
+                   help=f"seconds a target's check may take before it is stopped (default {o.DEFAULT_TIMEOUT_S:g})")
+    c.add_argument("--expected", action="store_true",
+                   help="compare each target's findings with its 'expected' attribute (the reference kernels): "
+                        "exit 0 when every verdict is the expected one")
+    c.add_argument("--debug", action="store_true", help="print tracebacks for every error, not only internal ones")
+
+    sub.add_parser("list", help="list registered targets", description="Registered targets, one per line.")
+
+    r = sub.add_parser("repro", help="rerun a finding's report", description="Rerun the step sequence of a report.")
+    r.add_argument("path", metavar="PATH", help="a report directory (or its repro file)")
+    r.add_argument("--engine", default=None, help="auto, cuda or emulate (default: the engine the report recorded)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as e:  # argparse: usage errors exit 2, --help/--version 0
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+    try:
+        if args.command == "check":
+            return _check(args)
+        if args.command == "list":
+            return _list()
+        return _repro(args)
+    except UsageError as e:
+        return _usage(str(e))
+    except BaseException as e:
+        if not _interrupted(e):
+            raise
+        print("graphsafe: interrupted", file=sys.stderr)
+        return 130
+
+
+def _interrupted(e: BaseException) -> bool:
+    """A KeyboardInterrupt, or an error raised while handling one.
+
+    Hypothesis turns a Ctrl-C that arrives before its engine has started into an
+    ``AssertionError`` raised while handling the KeyboardInterrupt.
+    """
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _usage(msg: str) -> int:
+    print(f"graphsafe: error: {o.one_line(msg)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+# -- check -------------------------------------------------------------------------------------
+def _options(args: argparse.Namespace) -> tuple[CheckOptions, RunOptions]:
+    engine = o.parse_engine(args.engine, "--engine")
+    profile = None if args.profile is None else o.profile_name(args.profile)
+    examples = None if args.examples is None else o.parse_int(args.examples, "--examples")
+    if profile is not None and examples is None:
+        examples = o.default_examples(profile)
+    check = CheckOptions.build(
+        engine=engine, examples=examples,
+        steps=None if args.steps is None else o.parse_int(args.steps, "--steps"),
+        seed=None if args.seed is None else o.parse_int(args.seed, "--seed", minimum=0),
+        capture_sizes=o.parse_sizes(args.capture_sizes, "--capture-sizes"),
+        probes=o.parse_probes(args.probes, "--probes"),
+    )
+    timeout = o.DEFAULT_TIMEOUT_S if args.timeout is None else o.parse_timeout(args.timeout, "--timeout")
+    run_opts = RunOptions(isolate="target" if args.isolate else "none", timeout=timeout,
+                          report_dir=args.report_dir, profile=profile)
+    return check, run_opts
+
+
+def _check(args: argparse.Namespace) -> int:
+    # torch warns on every CUDA pre-screen that sync debug mode is a prototype; it would split
+    # the progress lines and says nothing about the target
+    warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype feature")
+    if os.getcwd() not in sys.path:  # 'graphsafe check mymod:Cls' from mymod's folder, as 'python -m' does
+        sys.path.insert(0, os.getcwd())
+    engine = o.parse_engine(args.engine, "--engine")
+    prepare_engine(engine)  # before any target (and its kernels) is imported
+    problem = engine_problem(engine)
+    if problem:
+        return _usage(problem)
+    check, run_opts = _options(args)
+    targets = o.expand_targets(args.targets)
+    if not targets:
+        return _usage("no targets registered ('all' matched nothing)")
+    classes: dict[str, type] = {}
+    for name in targets:  # resolve everything first: a typo fails before minutes of checking
+        try:
+            cls, _ = resolve_target(name)
+            validate_target(cls)
+        except GraphsafeError as e:
+            return _error_exit(e, args.debug)
+        classes[name] = cls
+    return _run_all(targets, classes, check, run_opts, args)
+
+
+def _error_exit(e: GraphsafeError, debug: bool) -> int:
+    if debug:
+        traceback.print_exception(type(e), e, e.__traceback__)
+    return _usage(str(e))
+
+
+def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, run_opts: RunOptions,
+             args: argparse.Namespace) -> int:
+    columns = list(check.probes or PROBES) + [OTHER]
+    rows: list[tuple[str, dict[str, str]]] = []
+    results: dict[str, CheckResult] = {}
+    status = EXIT_OK
+    latch = _InterruptLatch()
+    try:
+        for i, name in enumerate(targets, 1):
+            latch.check()
+            if run_opts.isolate == "target" and i < len(targets):  # the next target's process starts now
+                get_sandbox(classes[targets[i]], engine=check.engine).start(wait=False)
+            print(f"[{i}/{len(targets)}] {name} ... ", end="", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            try:
+                result = run(classes[name], check, run_opts, label=name)
+            except GraphsafeError as e:
+                status = max(status, exit_code(e))
+                rows.append((name, _failed_cells(e, columns)))
+                mark = rows[-1][1][OTHER]
+                print(f"{mark.lower()} ({time.perf_counter() - t0:.1f}s)", file=sys.stderr, flush=True)
+                text = o.one_line(e)
+                text = text if text.startswith(f"{name}: ") else f"{name}: {text}"
+                lead = "graphsafe: " if isinstance(e, TargetFailure) else "graphsafe: error: "
+                print(f"{lead}{text}; the run goes on", file=sys.stderr, flush=True)
+                if args.debug or exit_code(e) == EXIT_INTERNAL:
+                    print(getattr(e, "traceback", "") or "".join(traceback.format_exception(type(e), e, e.__traceback__)),
+                          file=sys.stderr)
+                continue
+            kinds = ", ".join(sorted(result.kinds)) or "ok"
+            print(f"{kinds} ({result.seconds:.1f}s)", file=sys.stderr, flush=True)
+            rows.append((name, _cells(result, columns)))
+            results[name] = result
+            status = max(status, exit_code(result))
+        latch.check()
+    finally:
+        latch.close()
+        if run_opts.isolate == "target":
+            close_all()
+    print(_table(rows, columns))
+    _print_findings(results.values())
+    if args.expected:
+        return _expected_status(targets, classes, results)
+    return status
+
+
+def _print_findings(results) -> None:
+    for result in results:
+        for f in result.findings:
+            print()
+            print(f"{result.target}: {f.kind.value}" + (" (info)" if f.severity != "error" else ""))
+            print(f.summary())
+            print(f"  fix: {f.fix}")
+        for n in result.notes:
+            print(f"note ({result.target}): {n}")
+
+
+def _expected_status(targets: list[str], classes: dict[str, type], results: dict[str, CheckResult]) -> int:
+    """With ``--expected``: 0 when every target got exactly its ``expected`` kind (None: no finding)."""
+    wrong = []
+    for name in targets:
+        want = getattr(classes[name], "expected", None)
+        want_kinds = {getattr(want, "value", want)} if want else set()
+        got = results[name].kinds if name in results else {"(could not be checked)"}
+        if got != want_kinds:
+            wrong.append(f"{name}: expected {', '.join(sorted(want_kinds)) or 'no finding'}, "
+                         f"got {', '.join(sorted(got)) or 'no finding'}")
+    print()
+    print(f"{len(targets) - len(wrong)} of {len(targets)} as expected")
+    for line in wrong:
+        print(f"  {line}")
+    return 0 if not wrong else 1
+
+
+def _failed_cells(e: GraphsafeError, columns: list[str]) -> dict[str, str]:
+    if isinstance(e, TargetTimeout):
+        mark = "TIMEOUT"
+    elif isinstance(e, TargetFailure):
+        mark = "CRASH"
+    else:
+        mark = "ERROR"
+    return {c: mark if c == OTHER else "-" for c in columns}
+
+
+class _InterruptLatch:
+    """Remembers a Ctrl-C, so that the run stops at the next target even when the
+    KeyboardInterrupt itself was swallowed (one that lands in a garbage-collector
+    callback, Hypothesis has one, is only printed by Python, never raised)."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._prev: Any = None
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            self._prev = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.hit = True
+        if callable(self._prev) and self._prev is not signal.default_int_handler:
+            self._prev(signum, frame)
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+
+    def close(self) -> None:
+        if self._prev is not None:
+            signal.signal(signal.SIGINT, self._prev)
+            self._prev = None
+
+
+def _cells(result: CheckResult, columns: list[str]) -> dict[str, str]:
+    """One cell per probe column: the finding it made, ``ok`` when the search ran through, else
+    ``not reached`` (an earlier finding ended the search) or ``-`` (nothing ran)."""
+    ran = result.examples > 0 or not result.findings
+    complete = not result.errors
+    cells = {c: ("ok" if complete else NOT_REACHED) if ran else "-" for c in columns}
+    for f in result.findings:
+        col = f.probe if f.probe in columns else (f.kind.value if f.kind.value in columns else OTHER)
+        text = f.kind.value + (" (info)" if f.severity != "error" else "")
+        prev = cells[col]
+        cells[col] = text if prev in ("ok", "-", NOT_REACHED) else f"{prev}, {text}"
+    if not complete and cells[OTHER] == NOT_REACHED:
+        cells[OTHER] = "-"
+    return cells
+
+
+def _table(rows: list[tuple[str, dict[str, str]]], columns: list[str]) -> str:
+    head = ["target"] + columns
+    body = [[name] + [cells[c] for c in columns] for name, cells in rows]
+    widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
+    fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])
+
+
+# -- list --------------------------------------------------------------------------------------
+def _list() -> int:
+    prepare_engine("auto")  # listing imports the reference kernels
+    all_names = names()
+    width = max((len(n) for n in all_names), default=0)
+    for name in all_names:
+        try:
+            cls = lookup(name)
+        except Exception as e:  # noqa: BLE001 - one broken target must not hide the others
+            desc, has_expected, expected = f"(cannot load: {o.one_line(e)})", False, None
+        else:
+            desc, has_expected, expected = first_sentence(cls), hasattr(cls, "expected"), getattr(cls, "expected", None)
+        line = f"{name.ljust(width)}  {desc}".rstrip()
+        if has_expected:
+            line += f"  [expected: {getattr(expected, 'value', expected) or 'ok'}]"
+        print(line)
+    return 0
+
+
+def first_sentence(cls: type) -> str:
+    """The first sentence of the class's own docstring, as plain text ('' when it has none)."""
+    doc = " ".join((cls.__dict__.get("__doc__") or "").split())
+    doc = doc.replace("``", "").replace(":class:", "").replace(":func:", "").replace(":meth:", "").replace("`", "")
+    end = doc.find(". ")
+    return doc if end < 0 else doc[: end + 1]
+
+
+# -- repro -------------------------------------------------------------------------------------
+def _recorded_engine(path: str) -> str:
+    """The engine a report recorded (so an emulator report gets the Triton interpreter), else auto."""
+    try:
+        engine = read_data(path).get("engine")
+    except (OSError, ValueError):  # repro_main reports unreadable reports itself
+        return "auto"
+    return engine if engine in ENGINES else "auto"
+
+
+def _repro(args: argparse.Namespace) -> int:
+    engine = None if args.engine is None else o.parse_engine(args.engine, "--engine")
+    prepare_engine(engine or _recorded_engine(args.path))
+    return int(repro_main(args.path, engine))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""One check in this process: the Hypothesis profile, a deadline, the check, the reports.
+
+This is the half of "run one check" that runs where the target runs: in the caller's process
+without isolation, in the target's sandbox child with it (:mod:`graphsafe.frontend.runner`
+chooses).  It is the only place reports are written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import signal
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..check import CheckOptions, run_check
+from ..engines.userframe import innermost_user_frame
+from ..errors import TargetTimeout, UsageError
+from ..findings import CheckResult
+from ..reports import report_path, write_report
+from .options import DEFAULT_TIMEOUT_S, ISOLATION, hypothesis_profile, one_line
+
+__all__ = ["RunOptions", "run_here", "write_reports", "check_report_dir", "deadline"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one check runs, beside what it checks (:class:`~graphsafe.check.CheckOptions`).
+
+    * ``isolate``: ``"none"`` (this process) or ``"target"`` (a process of the target's own);
+    * ``timeout``: seconds before the check is stopped (a hung target), in every mode;
+    * ``report_dir``: write a report per finding there (checked before the check runs);
+    * ``profile``: the Hypothesis profile to load for the check (None: the current settings).
+    """
+
+    isolate: str = "none"
+    timeout: float = DEFAULT_TIMEOUT_S
+    report_dir: str | None = None
+    profile: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.isolate not in ISOLATION:
+            raise UsageError(f"isolate: unknown isolation {self.isolate!r}; choose one of {', '.join(ISOLATION)}")
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not self.timeout > 0:
+            raise UsageError(f"timeout: must be a number of seconds > 0, got {self.timeout!r}")
+        if self.report_dir is not None:
+            object.__setattr__(self, "report_dir", check_report_dir(self.report_dir))
+
+
+def check_report_dir(path: str | os.PathLike) -> str:
+    """``path`` made absolute, after checking that reports can be written there (:class:`UsageError`)."""
+    p = Path(os.path.expanduser(os.fspath(path))).resolve()
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"report directory {os.fspath(path)!r} is a file; give a directory")
+    existing = p
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"report directory {os.fspath(path)!r} cannot be written ({existing} is not writable)")
+    return str(p)
+
+
+class _Deadline(BaseException):
+    """Raised in the main thread when the time is up (a BaseException: Hypothesis must not shrink it)."""
+
+
+#: extra seconds after the deadline before a check stuck in native code ends the process with a stack dump
+HARD_STOP_GRACE_S = 30.0
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, label: str) -> Iterator[None]:
+    """Stop the block after ``seconds`` with :class:`TargetTimeout` (main thread only; elsewhere no limit).
+
+    A hang in Python code (or a blocking call that returns to Python) is interrupted by ``SIGALRM``.
+    A hang inside native code (a GPU kernel that never ends) cannot be: ``HARD_STOP_GRACE_S`` later
+    the process writes every thread's stack and exits, which is why isolation is the safe mode for
+    backends that may hang.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+    where: list[str] = []
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        where.append(innermost_user_frame(
+            (fs.filename, fs.lineno, fs.name) for fs in traceback.extract_stack(frame)))
+        raise _Deadline
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    _hard_stop_later(seconds + HARD_STOP_GRACE_S)
+    try:
+        yield
+    except _Deadline:
+        at = where[0] if where and where[0] else ""
+        raise TargetTimeout(
+            f"{label}: no result within {seconds:g} s: the target hangs (an endless loop or a blocking call)"
+            + (f"; it was in {at}" if at else ""),
+            where=at, timeout=seconds,
+        ) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _hard_stop_later(seconds: float) -> None:
+    """faulthandler's timer: after ``seconds``, dump every thread's stack to stderr and exit."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            faulthandler.dump_traceback_later(seconds, exit=True, file=stream)
+            return
+        except (AttributeError, ValueError, OSError):  # a captured stream without a file descriptor
+            continue
+
+
+def run_here(target: Any, check: CheckOptions, run: RunOptions, *, label: str = "", limit: bool = True) -> CheckResult:
+    """``run_check`` under ``run.profile`` and (with ``limit``) ``run.timeout``, then the reports."""
+    profile = hypothesis_profile(run.profile) if run.profile else contextlib.nullcontext()
+    timer = deadline(run.timeout, label or str(target)) if limit else contextlib.nullcontext()
+    with profile, timer:
+        result = run_check(target, check)
+    if run.report_dir is not None:
+        write_reports(result, run.report_dir)
+    return result
+
+
+def write_reports(result: CheckResult, report_dir: str | os.PathLike) -> None:
+    """A report for every error finding of ``result`` under ``report_dir``.
+
+    Two pytest-xdist workers may write the same finding: the reports package replaces a report
+    atomically, and a writer that loses the race may raise; the other's report then stands.
+    """
+    for f in result.errors:
+        try:
+            f.report_dir = str(write_report(f, report_dir))
+        except OSError as e:
+            existing = report_path(f, report_dir)
+            if existing.is_dir():  # the other writer's report
+                f.report_dir = str(existing)
+            else:  # a report is not worth losing the check result over
+                result.notes.append(f"report for {f.kind.value} not written: {one_line(e)}")

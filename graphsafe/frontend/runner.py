@@ -1,0 +1,121 @@
+"""Run one check the way every front end does: isolated or here, with a timeout, writing reports.
+
+:func:`run` is the one path the command line, the pytest plugin's items, the ``graphsafe`` fixture
+and :func:`graphsafe.check` share.  With ``isolate="target"`` the check runs in the target's
+sandbox child (:mod:`graphsafe.frontend.sandbox`), which the parent kills after ``timeout``; with
+``"none"`` it runs here under a deadline.  On CUDA without isolation, a check that leaves the
+process's CUDA context unusable makes every later CUDA check of the process fail at once, naming
+the check that broke it, instead of failing in a cascade of unrelated errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..capture.compare import Tolerance
+from ..check import CheckOptions
+from ..contract import CaptureSpec
+from ..engines import Engine
+from ..errors import ContextBroken, ContractError, GraphsafeError
+from ..findings import CheckResult
+from .devices import uses_cuda, worker_device
+from .inprocess import RunOptions, run_here
+from .options import DEFAULT_TIMEOUT_S
+from .sandbox import cuda_context_ok, get_sandbox
+from .sandbox.parent import display_name
+
+__all__ = ["run", "check", "RunOptions"]
+
+#: the check that left this process's CUDA context unusable (without isolation), if any
+_broken_by: list[str] = []
+
+
+def run(target: Any, check: CheckOptions, options: RunOptions = RunOptions(), *, label: str = "") -> CheckResult:
+    """One check of ``target``: the :class:`CheckResult`, or a :class:`~graphsafe.errors.GraphsafeError`
+    (usage and contract errors, a target that crashed, hung or broke its CUDA context)."""
+    label = label or display_name(target)
+    try:
+        return _run(target, check, options, label)
+    except ContractError as e:  # found while running: say which target
+        if e.message.startswith(label):
+            raise
+        raise type(e)(f"{label}: {e.message}") from None
+
+
+def _run(target: Any, check: CheckOptions, options: RunOptions, label: str) -> CheckResult:
+    engine = check.engine.name if isinstance(check.engine, Engine) else check.engine
+    if options.isolate == "target" and not isinstance(check.engine, Engine):
+        return get_sandbox(target, engine=engine, device=worker_device(engine)).check(check, options, label)
+    cuda = uses_cuda(engine)
+    if cuda and _broken_by:
+        raise ContextBroken(f"{label}: CUDA context broken by {_broken_by[0]}; rerun with isolation "
+                            "(--isolate, --graphsafe-isolate target)")
+    try:
+        result = run_here(target, check, options, label=label)
+    except GraphsafeError:
+        _note_broken(cuda, label)
+        raise
+    except Exception as e:
+        if _note_broken(cuda, label):
+            first = str(e).strip().splitlines()
+            raise ContextBroken(
+                f"{label}: the check raised {type(e).__name__}: {first[0] if first else ''}, and this process's "
+                "CUDA context was unusable afterwards; the remaining CUDA checks of this process will fail: rerun "
+                "with isolation") from e
+        raise
+    if not result.ok:
+        _note_broken(cuda, label)
+    return result
+
+
+def _note_broken(cuda: bool, label: str) -> bool:
+    """After a failure on CUDA: remember ``label`` when the context no longer works; True if so."""
+    if cuda and not _broken_by and not cuda_context_ok():
+        _broken_by.append(label)
+        return True
+    return False
+
+
+def check(
+    target: Any,
+    *,
+    spec: CaptureSpec | None = None,
+    engine: str | Engine = "auto",
+    examples: int | None = None,
+    steps: int | None = None,
+    capture_sizes: Iterable[int] | None = None,
+    probes: Iterable[str] | str | None = None,
+    tolerance: Tolerance | None = None,
+    seed: int | None = None,
+    device: Any = None,
+    database: str | bool | None = None,
+    report_dir: str | None = None,
+    isolate: str = "none",
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> CheckResult:
+    """Capture ``target``, replay drawn step sequences, and report capture hazards.
+
+    ``target`` is a :class:`graphsafe.Target` subclass, ``"module:Class"`` or a registered name
+    (``graphsafe list``).  ``engine`` is ``"cuda"``, ``"emulate"`` or ``"auto"``.  ``examples``
+    Hypothesis examples of up to ``steps`` batches each are run; each failure is shrunk to a
+    minimal step sequence.  ``probes`` restricts which finding kinds are reported (default: all).
+    ``tolerance`` sets how close graph and eager must be.  With ``report_dir``, a report is written
+    for every finding.  ``isolate="target"`` runs the check in a process of the target's own;
+    ``timeout`` (seconds) stops a check that hangs, in either mode.
+
+    Raises :class:`~graphsafe.errors.UsageError` / :class:`~graphsafe.errors.ContractError` for bad
+    input, :class:`~graphsafe.errors.TargetFailure` subclasses when the target crashed, hung or broke
+    its CUDA context.  A target that raises in ``prepare()`` or ``forward()`` is a ``target-error``
+    finding in the result.
+
+    Example::
+
+        result = graphsafe.check("flex:fresh_metadata", engine="emulate", examples=20)
+        assert result.kinds == {"unpersisted-metadata"}
+    """
+    opts = CheckOptions.build(
+        spec=spec, engine=engine, examples=examples, steps=steps,
+        capture_sizes=tuple(capture_sizes) if capture_sizes is not None else None,
+        probes=probes, tolerance=tolerance, seed=seed, device=device, database=database,
+    )
+    return run(target, opts, RunOptions(isolate=isolate, timeout=timeout, report_dir=report_dir))

@@ -1,0 +1,127 @@
+"""Step sequences: the batches one example replays, one after another."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from graphsafe.contract import Batch, CaptureSpec, Support
+
+from ._batches import _batch
+from ._validate import (
+    MaybeStrategy, _check_capture, _check_spec, _check_steps, _check_support, _get, _ints, _is_strategy,
+    _seeds_avoiding,
+)
+
+# -- step_sequences -------------------------------------------------------------------
+
+_REPEAT = object()
+
+
+def step_sequences(
+    spec: MaybeStrategy[CaptureSpec],
+    *,
+    support: MaybeStrategy[Support] = Support.ALWAYS,
+    min_steps: MaybeStrategy[int] = 1,
+    max_steps: MaybeStrategy[int] = 6,
+    beyond_capture: MaybeStrategy[bool] = False,
+    capture_batch: MaybeStrategy[Batch] | None = None,
+) -> SearchStrategy[list[Batch]]:
+    """Lists of ``min_steps..max_steps`` batches to replay one after another.
+
+    The sequences exercise what goes wrong across replays:
+
+    * growing then shrinking batch sizes (stale padding from a larger step);
+    * uniform and non-uniform query lengths in one sequence (where
+      ``support`` is ``ALWAYS``);
+    * the identical batch twice in a row (same seed too: nondeterminism);
+    * with ``beyond_capture=True`` and a ``capture_batch``: steps whose
+      sequence lengths all lie past ``capture_batch.max_seq_len`` (and within
+      ``spec.max_seq_len``).  Without a capture batch the captured worst case
+      is ``spec.max_seq_len`` and the flag changes nothing.
+
+    With ``beyond_capture=False`` lengths only respect ``spec.max_seq_len``.
+    When ``capture_batch`` is given, every step's seed differs from
+    ``capture_batch.seed`` and no step has more requests than
+    ``capture_batch.num_slots``.  Batches are unpadded (the checker pads).
+    Shrinks to ``[Batch(query_lens=(1,), seq_lens=(1,), block_table=((1,),), seed=0)]``
+    (seed 1 when the capture seed is 0).
+
+    Example::
+
+        @given(step_sequences(spec, support=Support.UNIFORM_BATCH, max_steps=4))
+        def test_replays(steps):
+            for batch in steps:
+                ...
+    """
+    if not _is_strategy(support):
+        _check_support(support)
+    if not _is_strategy(min_steps) and not _is_strategy(max_steps):
+        _check_steps(min_steps, max_steps)
+    if not _is_strategy(spec):
+        _check_spec(spec)
+        if capture_batch is not None and not _is_strategy(capture_batch):
+            _check_capture(spec, capture_batch)
+
+    @st.composite
+    def _steps(draw: Any) -> list[Batch]:
+        sp = _check_spec(_get(draw, spec))
+        level = _check_support(_get(draw, support))
+        lo_steps, hi_steps = _check_steps(_get(draw, min_steps), _get(draw, max_steps))
+        beyond = bool(_get(draw, beyond_capture))
+        cap = _get(draw, capture_batch)
+        if cap is not None:
+            _check_capture(sp, cap)
+        top = sp.max_reqs if cap is None else min(sp.max_reqs, cap.num_slots)
+        seeds = _seeds_avoiding(None if cap is None else cap.seed)
+        beyond_lo = None
+        if beyond and cap is not None and cap.max_seq_len < sp.max_seq_len:
+            beyond_lo = cap.max_seq_len + 1
+
+        def step(num_reqs: SearchStrategy[int]) -> SearchStrategy[Batch]:
+            return _step(sp, level, num_reqs, seeds, beyond_lo)
+
+        # Sometimes (a drawn boolean, shrinking to False) end the sequence with
+        # a forced "larger, then smaller" pair: stale padding from the larger.
+        force = top >= 2 and hi_steps >= 2 and draw(st.booleans())
+        fresh = step(_ints(1, top))
+        items = draw(
+            st.lists(
+                st.one_of(fresh, st.just(_REPEAT)),
+                min_size=max(0 if force else 1, lo_steps - 2 * force),
+                max_size=hi_steps - 2 * force,
+            )
+        )
+        out: list[Batch] = []
+        for item in items:
+            if item is _REPEAT:
+                # "the same batch again"; with nothing before it, a fresh one.
+                item = out[-1] if out else draw(fresh)
+            out.append(item)
+        if force:
+            big = draw(step(_ints(2, top)))
+            out += [big, draw(step(_ints(1, big.num_reqs - 1)))]
+        return out
+
+    return _steps()
+
+
+@st.composite
+def _step(
+    draw: Any,
+    spec: CaptureSpec,
+    level: Support,
+    num_reqs: SearchStrategy[int],
+    seeds: SearchStrategy[int],
+    beyond_lo: int | None,
+) -> Batch:
+    lo_floor = 1
+    if beyond_lo is not None and draw(st.booleans()):
+        lo_floor = beyond_lo
+    return draw(_batch(spec, level, num_reqs, seeds, lo_floor=lo_floor))
+
+
+_step = functools.lru_cache(maxsize=4096)(_step)
