@@ -24,7 +24,7 @@ import torch
 import graphsafe
 import strategies as gs
 from graphsafe import reference
-from graphsafe.capture.session import capture_query_len
+from graphsafe.capture.policies import capture_query_len
 from graphsafe.capture.statics import randomise_static, static_dict
 from graphsafe.check import resolve_target
 from graphsafe.contract import CAPTURE_SEED

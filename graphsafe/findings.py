@@ -144,6 +144,13 @@ class Finding:
     seconds_to_find: float = 0.0
     heatmap: dict[str, Any] | None = None
     report_dir: str = ""
+    #: what is at fault, as ``"buffer:<path>"``, ``"argument:<kernel>.<arg>"``, ``"branch:<line>"``,
+    #: ``"line:<file:line>"`` or ``"output:<tensor>"`` (only a symptom); findings of one cause are one bug
+    cause: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.cause:
+            self.cause = f"{self.kind.value}:{self.where}"
 
     @property
     def key(self) -> tuple[str, str, str]:

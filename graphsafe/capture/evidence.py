@@ -97,13 +97,14 @@ class Evidence:
         return out
 
     # -- the same padded steps, eagerly, without graphs -------------------------------
-    def _scratch(self, history: bool) -> ScratchRun:
+    def _scratch(self, history: bool, padded: bool = True) -> ScratchRun:
         ctx = self.ctx
         inst = ctx.target_cls()
         call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)
         statics = static_keys(inst) | ctx.session.share_constants(inst)
         randomise_static(inst, ctx.seed)
-        steps = ctx.padded if history else ctx.padded[-1:]
+        steps = ctx.padded if padded else ctx.history
+        steps = steps if history else steps[-1:]
         if history:
             # the graph instance's own history: every capture (largest first) before the example
             for size in sorted(ctx.session.infos, reverse=True):
@@ -137,6 +138,11 @@ class Evidence:
     def fresh_scratch(self) -> ScratchRun:
         """Eager run of only this step, padded, on a fresh instance (no history)."""
         return self._scratch(history=False)
+
+    @functools.cached_property
+    def fresh_unpadded_scratch(self) -> ScratchRun:
+        """Eager run of only this step, unpadded but poisoned like the others, on a fresh instance."""
+        return self._scratch(history=False, padded=False)
 
     def scratch_mismatches(self, run: ScratchRun) -> list[Mismatch]:
         """Where an eager re-run differs from the eager reference of this step."""

@@ -7,17 +7,18 @@ from typing import Any, Callable
 
 import torch
 
-from ..contract import CAPTURE_SEED, Batch, CaptureSpec, Support
+from ..contract import Batch, CaptureSpec, Support
 from ..engines import Engine, Graph
 from ..engines.recording import TensorArg
 from ..engines.userframe import user_frame_of
 from ..errors import CaptureError, GraphsafeError, TargetRaised
 from .context import CaptureContext, CaptureInfo
 from .ledger import Snapshot, prepare_writes, storages_of
+from .policies import POLICIES, CapturePolicy
 from .statewalk import paths_by_storage, storage_key, walk
 from .statics import randomise_static, static_keys
 
-__all__ = ["CaptureSession", "call_target", "raised", "capture_query_len"]
+__all__ = ["CaptureSession", "call_target", "raised"]
 
 
 def raised(method: str, exc: BaseException) -> TargetRaised:
@@ -46,16 +47,12 @@ def call_target(method: str, fn: Callable, *args: Any) -> Any:
         raise raised(method, e) from e
 
 
-def capture_query_len(support: Support, spec: CaptureSpec) -> int:
-    """The query length of the worst-case capture batch at ``support``."""
-    return 1 if support == Support.UNIFORM_SINGLE_TOKEN_DECODE else spec.max_query_len
-
-
 class CaptureSession:
     """A target instance with one graph per capture size, sharing one memory pool.
 
-    Sizes are captured largest first, each after ``prepare(capture batch)``,
-    one eager warm-up and a pre-screen run.  A capture that fails leaves
+    Sizes are captured in the ``policy``'s order (largest first unless it says ascending), each with
+    the policy's batch (or ``capture_batch``, a drawn one) after ``prepare(capture batch)``, one eager
+    warm-up and a pre-screen run.  A capture that fails leaves
     ``capture_error`` (a :class:`CaptureContext`) and stops there; an exception
     of the target's own code outside capture raises :class:`TargetRaised`.
     ``reset(seed)`` brings the graph instance back to its post-capture buffers
@@ -68,10 +65,11 @@ class CaptureSession:
         spec: CaptureSpec,
         engine: Engine,
         sizes: tuple[int, ...],
+        policy: CapturePolicy = POLICIES["worst"],
         capture_batch: Batch | None = None,
         known_writes: set | None = None,
     ):
-        self.target_cls, self.spec, self.engine = target_cls, spec, engine
+        self.target_cls, self.spec, self.engine, self.policy = target_cls, spec, engine, policy
         self.sizes = tuple(sorted(set(sizes)))
         self.graphs: dict[int, Graph] = {}
         self.infos: dict[int, CaptureInfo] = {}
@@ -86,10 +84,10 @@ class CaptureSession:
             call_target("setup(spec, device)", self.target.setup, spec, engine.device)
             self.static_keys = static_keys(self.target)
             self.pool = engine.new_pool()
-            q = capture_query_len(target_cls.support, spec)
-            for size in sorted(self.sizes, reverse=True):
-                batch = capture_batch if capture_batch is not None else spec.worst_case_batch(size, query_len=q, seed=CAPTURE_SEED)
-                batch = batch.padded(size)
+            support = Support(target_cls.support)
+            for size in sorted(self.sizes, reverse=not policy.ascending):
+                batch = (capture_batch.padded(size) if capture_batch is not None
+                         else policy.batch_for(spec, support, size))
                 try:
                     self._capture(size, batch)
                 except TargetRaised:

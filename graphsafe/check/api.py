@@ -15,42 +15,25 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import Phase as HypothesisPhase
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ..capture.compare import Comparator
+from ..capture.policies import POLICIES, CapturePolicy
 from ..capture.session import CaptureSession
 from ..contract import Batch, CaptureSpec, Support
 from ..engines import Engine, get_engine
 from ..errors import TargetRaised, UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
-from ..probes import PROBES
 from .options import CheckOptions
-from .plans import Plan, plans
+from .causes import group_by_cause
+from .plans import Phase, Plan, drawn_plans, phases, session_plans
 from .steps import ExampleRunner, target_error
 from .targets import resolve_target, validate_target
 
-__all__ = ["run_check", "reproduce", "clear_sessions", "prepared"]
-
-
-# -- sessions: one graph instance per process and (target, spec, engine, sizes) --------------------
-_SESSIONS: dict[tuple, CaptureSession] = {}
-
-
-def _session(cls: type, spec: CaptureSpec, engine: Engine, sizes: tuple[int, ...]) -> CaptureSession:
-    key = (cls, spec, engine.name, str(engine.device), tuple(sizes))
-    s = _SESSIONS.get(key)
-    if s is None:
-        with np.errstate(all="ignore"):
-            s = CaptureSession(cls, spec, engine, sizes)
-        _SESSIONS[key] = s
-    return s
-
-
-def clear_sessions() -> None:
-    """Drop every cached graph (frees graph memory)."""
-    _SESSIONS.clear()
+__all__ = ["run_check", "reproduce", "prepared"]
 
 
 # -- set-up shared by check and reproduce ----------------------------------------------------------
@@ -70,9 +53,9 @@ class Prepared:
         f.target, f.engine, f.spec = self.name, self.engine.name, self.spec
         return f
 
-    def runner(self, main: CaptureSession | None) -> ExampleRunner:
+    def runner(self, main: CaptureSession | None, known_writes: set | None = None) -> ExampleRunner:
         return ExampleRunner(self.cls, self.name, self.spec, self.engine, main, self.enabled,
-                             Comparator(self.spec, self.options.tolerance))
+                             Comparator(self.spec, self.options.tolerance), known_writes)
 
 
 def prepared(target: Any, options: CheckOptions) -> Prepared:
@@ -87,19 +70,21 @@ def prepared(target: Any, options: CheckOptions) -> Prepared:
     return Prepared(cls, name, spec, engine, enabled, options, result)
 
 
-def _main_session(p: Prepared, sizes: tuple[int, ...]) -> CaptureSession | None:
-    """The worst-case session, or None with the result's finding set when the capture could not run."""
+def _session(p: Prepared, sizes: tuple[int, ...], policy: CapturePolicy,
+             known_writes: set | None = None) -> CaptureSession | None:
+    """The phase's session, or None with the result's finding set when it could not capture."""
     try:
-        main = _session(p.cls, p.spec, p.engine, sizes)
+        with np.errstate(all="ignore"):
+            session = CaptureSession(p.cls, p.spec, p.engine, sizes, policy=policy, known_writes=known_writes)
     except TargetRaised as e:
         p.result.findings.append(p.finish(target_error(e)))
         return None
-    p.result.notes.extend(n for n in main.notes if n not in p.result.notes)
-    if main.capture_error is not None:
-        f = p.runner(main).capture_finding(main.capture_error)
+    p.result.notes.extend(n for n in session.notes if n not in p.result.notes)
+    if session.capture_error is not None:
+        f = p.runner(session).capture_finding(session.capture_error)
         p.result.findings.append(p.finish(f))
         return None
-    return main
+    return session
 
 
 # -- the search ------------------------------------------------------------------------------------
@@ -143,39 +128,69 @@ def _database(name: str, database: str | bool | None):
 
 
 def run_check(target: Any, options: CheckOptions) -> CheckResult:
-    """Capture ``target``, replay Hypothesis-drawn step sequences, and return the findings."""
+    """Capture ``target`` under each capture policy, replay Hypothesis-drawn step sequences, and return
+    the findings, one per root cause."""
     t0 = time.perf_counter()
     p = prepared(target, options)
-    result = p.result
     sizes = options.sizes_for(p.spec)
-    main = _main_session(p, sizes)
-    if main is None:
-        result.seconds = time.perf_counter() - t0
-        return result
+    support = Support(p.cls.support)
+    counter: dict[str, Any] = {"n": 0, "first": {}, "t": {}, "steps": 0}
+    found: list[Finding] = []
+    learned: set | None = None  # kernel writes the first session learned, for drawn captures
+    session = None
+    for phase in phases(options.policies, options.examples):
+        if phase.policy.batch is None:
+            runner = p.runner(None, known_writes=learned)
+            strategy = drawn_plans(p.spec, support, sizes, options.steps)
+        else:
+            session = _session(p, sizes, phase.policy, known_writes=learned)
+            if session is None:
+                if any(f.kind == FindingKind.TARGET_ERROR for f in p.result.findings):
+                    break  # setup() or prepare() raises whatever the capture: every phase would
+                continue
+            learned = learned if learned is not None else session.learned_writes()
+            runner = p.runner(session, known_writes=learned)
+            strategy = session_plans(p.spec, support, sizes, session.infos[max(session.graphs)].batch, options.steps)
+        found += _search(p, runner, strategy, phase, counter, t0)
+        counter["steps"] += runner.steps_run
+        runner = session = None  # the phase's graphs and target instance go before the next phase's are made
+    result = p.result
+    for f in found:
+        p.finish(f)
+        f.examples_to_find = counter["first"].get(f.kind, counter["n"])
+        f.seconds_to_find = counter["t"].get(f.kind, 0.0)
+    result.findings = group_by_cause(result.findings + found)
+    # examples drawn before the first finding (or all of them); later calls are Hypothesis shrinking
+    result.examples = min(counter["first"].values(), default=counter["n"])
+    result.calls = counter["n"]
+    result.steps = counter["steps"]
+    result.seconds = time.perf_counter() - t0
+    return result
 
-    drawn = any(PROBES[n].drawn_capture for n in options.enabled)
-    runner = p.runner(main)
-    counter: dict[str, Any] = {"n": 0, "first": {}, "t": {}}
-    t_search = time.perf_counter()
+
+def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter: dict, t0: float) -> list[Finding]:
+    """One Hypothesis search over the phase's plans; the findings it shrank."""
+    options = p.options
 
     @settings(
         parent=settings.default,
-        max_examples=options.examples,
+        max_examples=phase.examples,
         deadline=None,
-        database=_database(f"{p.name}-{p.engine.name}-{'-'.join(sorted(options.enabled))}", options.database),
+        database=_database(f"{p.name}-{p.engine.name}-{phase.policy.name}-{'-'.join(sorted(options.enabled))}",
+                           options.database),
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=True,
         print_blob=False,
         # no "explain" phase: it re-runs the failing example dozens of times to annotate it
-        phases=[ph for ph in settings.default.phases if ph != Phase.explain],
+        phases=[ph for ph in settings.default.phases if ph != HypothesisPhase.explain],
     )
-    @given(plan=plans(p.spec, Support(p.cls.support), sizes, drawn, options.steps))
+    @given(plan=strategy)
     def run_examples(plan: Plan) -> None:
         counter["n"] += 1
         f = runner.run(plan)
         if f is not None:
             counter["first"].setdefault(f.kind, counter["n"])
-            counter["t"].setdefault(f.kind, time.perf_counter() - t_search)
+            counter["t"].setdefault(f.kind, time.perf_counter() - t0)
             raise _error_class(f.kind)(f)
 
     if options.seed is not None:
@@ -189,20 +204,7 @@ def run_check(target: Any, options: CheckOptions) -> CheckResult:
     except BaseException as exc:  # noqa: BLE001 - findings arrive as (groups of) exceptions
         if isinstance(exc, (KeyboardInterrupt, SystemExit)) or not _collect(exc, found):
             raise
-    seen = set()
-    for f in found:
-        p.finish(f)
-        f.examples_to_find = counter["first"].get(f.kind, counter["n"])
-        f.seconds_to_find = counter["t"].get(f.kind, 0.0)
-        if f.key not in seen:
-            seen.add(f.key)
-            result.findings.append(f)
-    # examples drawn before the first finding (or all of them); later calls are Hypothesis shrinking
-    result.examples = min(counter["first"].values(), default=counter["n"])
-    result.calls = counter["n"]
-    result.steps = runner.steps_run
-    result.seconds = time.perf_counter() - t0
-    return result
+    return found
 
 
 def reproduce(
@@ -218,7 +220,8 @@ def reproduce(
 
     ``options`` (or keyword ``fields`` of :class:`CheckOptions`: ``engine``, ``spec``, ...) say how.
     With ``capture_batch`` the graph is captured with that batch at ``capture_size`` (a drawn
-    capture); otherwise with the worst case at every capture size.  Returns a
+    capture); otherwise at every capture size with the first capture policy of ``options``
+    that is not ``drawn`` (``worst`` by default).  Returns a
     :class:`CheckResult` with at most one finding.
 
     Example::
@@ -241,7 +244,8 @@ def reproduce(
         plan, main = Plan(tuple(batches), capture_batch, size), None
     else:
         plan = Plan(tuple(batches))
-        main = _main_session(p, options.sizes_for(p.spec))
+        policy = next((q for q in options.policies if q.batch is not None), POLICIES["worst"])
+        main = _session(p, options.sizes_for(p.spec), policy)
         if main is None:
             return p.result
     runner = p.runner(main)

@@ -31,6 +31,7 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
         where=m.tensor,
         mismatches=ctx.mismatches,
         heatmap=heat,
+        cause=f"output:{m.tensor}",
     )
     return f, ""
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..capture.compare import Tolerance
+from ..capture.policies import CapturePolicy, resolve_capture
 from ..contract import CaptureSpec
 from ..engines import ENGINES, Engine
 from ..errors import ContractError, UsageError
@@ -30,6 +31,9 @@ class CheckOptions:
     * ``examples``: Hypothesis examples; ``steps``: most batches per example;
     * ``capture_sizes``: graph sizes to capture (None: the spec's);
     * ``probes``: finding kinds to report (None: all);
+    * ``capture``: how graphs are captured: ``"explore"`` (default: worst-case, ascending, minimal and
+      drawn batches, each a phase of the check), a policy name or names, or a function ``size -> Batch``
+      returning the engine's own capture batch (:mod:`graphsafe.capture.policies`);
     * ``tolerance``: how close graph and eager must be;
     * ``seed``: Hypothesis seed (None: Hypothesis decides); ``device``: e.g. ``"cuda:1"``;
     * ``database``: Hypothesis example database: a directory, ``False`` for none, None for
@@ -47,6 +51,7 @@ class CheckOptions:
     steps: int = DEFAULT_STEPS
     capture_sizes: tuple[int, ...] | None = None
     probes: tuple[str, ...] | None = None
+    capture: Any = "explore"
     tolerance: Tolerance = Tolerance()
     seed: int | None = None
     device: str | None = None
@@ -74,6 +79,9 @@ class CheckOptions:
             object.__setattr__(self, "capture_sizes", tuple(sorted(set(sizes))) or None)
         if self.probes is not None:  # a name, names or "all"
             object.__setattr__(self, "probes", tuple(p.name for p in resolve_probes(self.probes)))
+        if isinstance(self.capture, list):
+            object.__setattr__(self, "capture", tuple(self.capture))
+        resolve_capture(self.capture)  # names checked now
         if not isinstance(self.tolerance, Tolerance):
             raise UsageError(f"tolerance must be a graphsafe.Tolerance, got {type(self.tolerance).__name__}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
@@ -105,6 +113,11 @@ class CheckOptions:
             if not 1 <= s <= spec.max_reqs:
                 raise UsageError(f"capture size {s} must be an int in [1, spec.max_reqs={spec.max_reqs}]")
         return sizes
+
+    @property
+    def policies(self) -> tuple[CapturePolicy, ...]:
+        """The capture policies this check explores, one phase each."""
+        return resolve_capture(self.capture)
 
     @property
     def enabled(self) -> set[str]:

@@ -1,8 +1,15 @@
-"""What one Hypothesis example runs: a :class:`Plan` (the steps, and the capture they replay on)."""
+"""What one Hypothesis example runs: a :class:`Plan`, and how a check splits its examples into phases.
+
+A check runs one phase per capture policy (:mod:`graphsafe.capture.policies`): the graphs of a
+phase are captured once and every example of the phase replays on them, except in the ``drawn``
+phase, where each example captures one graph with a batch of its own.  Only one phase's graphs
+(and target instance) are alive at a time.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -10,10 +17,14 @@ from hypothesis import strategies as st
 
 import strategies as gs
 
-from ..capture.session import capture_query_len
-from ..contract import CAPTURE_SEED, Batch, CaptureSpec, Support
+from ..capture.policies import CapturePolicy
+from ..contract import Batch, CaptureSpec, Support
 
-__all__ = ["Plan", "plans"]
+__all__ = ["Plan", "Phase", "phases", "session_plans", "drawn_plans"]
+
+#: each policy's share of a check's examples when several are explored
+_SHARES = {"worst": 0.5, "ascending": 0.1, "minimal": 0.25, "drawn": 0.15}
+_MIN_EXAMPLES = 2
 
 
 @dataclass(frozen=True)
@@ -25,33 +36,54 @@ class Plan:
     size: int = 0
 
 
-def plans(spec: CaptureSpec, support: Support, sizes: Sequence[int], drawn: bool, max_steps: int) -> st.SearchStrategy[Plan]:
-    """Plans on the worst-case capture; with ``drawn``, one example in four captures a drawn batch."""
-    q = capture_query_len(support, spec)
+@dataclass(frozen=True)
+class Phase:
+    """One capture policy and the examples the check gives it."""
+
+    policy: CapturePolicy
+    examples: int
+
+
+def phases(policies: Sequence[CapturePolicy], examples: int) -> list[Phase]:
+    """The check's phases: every example to a single policy, else each policy its share (at least 2)."""
+    if len(policies) == 1:
+        return [Phase(policies[0], examples)]
+    weights = [_SHARES.get(p.name, 0.5) for p in policies]
+    total = sum(weights)
+    return [Phase(p, max(_MIN_EXAMPLES, math.ceil(examples * w / total))) for p, w in zip(policies, weights)]
+
+
+def session_plans(spec: CaptureSpec, support: Support, sizes: Sequence[int], capture: Batch,
+                  max_steps: int) -> st.SearchStrategy[Plan]:
+    """Plans that replay on a session's graphs; ``capture`` is its batch at the largest size.
+
+    Steps avoid the capture's seed, and go past its sequence lengths when it is shorter than the spec's
+    longest (a minimal capture): a value right only for the capture's lengths breaks there.
+    """
     top = max(sizes)
     main_spec = dataclasses.replace(spec, max_reqs=top, capture_sizes=())
-    worst = spec.worst_case_batch(top, query_len=q, seed=CAPTURE_SEED)
-    # Strategies are built once per check: building them inside draws costs milliseconds an example.
-    worst_steps = gs.step_sequences(main_spec, support=support, max_steps=max_steps, capture_batch=worst)
+    # Strategies are built once per phase: building them inside draws costs milliseconds an example.
+    steps = gs.step_sequences(main_spec, support=support, max_steps=max_steps, capture_batch=capture,
+                              beyond_capture=True)
+    return steps.map(lambda s: Plan(tuple(s)))
+
+
+def drawn_plans(spec: CaptureSpec, support: Support, sizes: Sequence[int], max_steps: int) -> st.SearchStrategy[Plan]:
+    """Plans that each capture one graph with a drawn batch, then replay steps that fit it."""
     captures, drawn_steps = {}, {}
-    if drawn:
-        for size in sizes:
-            # shared: the steps strategy sees the same capture batch the plan draws
-            captures[size] = st.shared(gs.capture_batches(spec, support=support, num_slots=size),
-                                       key=f"graphsafe-capture-{size}")
-            sub = dataclasses.replace(spec, max_reqs=size, capture_sizes=())
-            drawn_steps[size] = gs.step_sequences(sub, support=support, max_steps=max_steps,
-                                                  capture_batch=captures[size], beyond_capture=True)
+    for size in sizes:
+        # shared: the steps strategy sees the same capture batch the plan draws
+        captures[size] = st.shared(gs.capture_batches(spec, support=support, num_slots=size),
+                                   key=f"graphsafe-capture-{size}")
+        sub = dataclasses.replace(spec, max_reqs=size, capture_sizes=())
+        drawn_steps[size] = gs.step_sequences(sub, support=support, max_steps=max_steps,
+                                              capture_batch=captures[size], beyond_capture=True)
     size_choice = st.sampled_from(sorted(sizes))
 
     @st.composite
     def plan(draw) -> Plan:
-        # one example in four captures with a drawn batch (a fresh capture each: the costly kind)
-        if drawn and draw(st.integers(0, 3)) == 3:
-            size = draw(size_choice)
-            capture = draw(captures[size])
-            steps = draw(drawn_steps[size])
-            return Plan(tuple(steps), capture, size)
-        return Plan(tuple(draw(worst_steps)))
+        size = draw(size_choice)
+        capture = draw(captures[size])
+        return Plan(tuple(draw(drawn_steps[size])), capture, size)
 
     return plan()

@@ -12,6 +12,7 @@ import torch
 from ..capture.compare import Comparator
 from ..capture.context import CaptureContext, StepContext, live_rows
 from ..capture.ledger import poison_floats, storages_of
+from ..capture.policies import POLICIES
 from ..capture.session import CaptureSession, call_target
 from ..capture.statics import randomise_static, static_dict
 from ..contract import Batch, CaptureSpec
@@ -27,18 +28,19 @@ __all__ = ["ExampleRunner", "target_error"]
 
 def target_error(e: TargetRaised) -> Finding:
     """The ``target-error`` finding for the target's own exception."""
-    return Finding(kind=FindingKind.TARGET_ERROR, message=e.message, where=e.where or e.method, error=e.traceback,
-                   details={"method": e.method, "out_of_memory": e.out_of_memory})
+    where = e.where or e.method
+    return Finding(kind=FindingKind.TARGET_ERROR, message=e.message, where=where, error=e.traceback,
+                   details={"method": e.method, "out_of_memory": e.out_of_memory}, cause=f"line:{where}")
 
 
 class ExampleRunner:
-    """Runs plans for one check; ``main`` is the worst-case capture session every plan without a
-    capture batch of its own replays on."""
+    """Runs plans for one phase of a check: on ``main``, the phase's session, or (a plan with a capture
+    batch of its own) on a fresh graph captured for the plan, reusing ``known_writes``."""
 
     def __init__(self, cls: type, name: str, spec: CaptureSpec, engine: Engine, main: CaptureSession | None,
-                 enabled: set[str], comparator: Comparator):
+                 enabled: set[str], comparator: Comparator, known_writes: set | None = None):
         self.cls, self.name, self.spec, self.engine, self.main = cls, name, spec, engine, main
-        self.enabled, self.comparator = enabled, comparator
+        self.enabled, self.comparator, self.known_writes = enabled, comparator, known_writes
         self.steps_run = 0
 
     def run(self, plan: Plan) -> Finding | None:
@@ -55,9 +57,8 @@ class ExampleRunner:
     def _session(self, plan: Plan) -> CaptureSession:
         if plan.capture is None:
             return self.main
-        known = self.main.learned_writes() if self.main is not None else None
-        return CaptureSession(self.cls, self.spec, self.engine, (plan.size,), capture_batch=plan.capture,
-                              known_writes=known)
+        return CaptureSession(self.cls, self.spec, self.engine, (plan.size,), policy=POLICIES["drawn"],
+                              capture_batch=plan.capture, known_writes=self.known_writes)
 
     def capture_finding(self, ctx: CaptureContext) -> Finding | None:
         """What the capture probes make of a failed capture (capture failures are always reported)."""
@@ -65,8 +66,7 @@ class ExampleRunner:
             f = probe.run(ctx)
             if f is not None:
                 f.probe = probe.name
-                f.details.setdefault("capture_sizes", list(ctx.session.sizes))
-                f.details.setdefault("drawn_capture", ctx.session is not self.main)
+                self._describe_capture(f, ctx.session)
                 return f
         return None
 
@@ -129,10 +129,17 @@ class ExampleRunner:
                 return self._finish(f, probe, ctx)
         return None
 
+    @staticmethod
+    def _describe_capture(f: Finding, session: CaptureSession) -> None:
+        policy = session.policy
+        f.details.setdefault("capture_sizes", list(session.sizes))
+        f.details.setdefault("capture_policy", policy.name)
+        f.details.setdefault("capture_order", "ascending" if policy.ascending else "descending")
+        f.details.setdefault("drawn_capture", policy.batch is None)
+
     def _finish(self, f: Finding, probe: str, ctx: StepContext) -> Finding:
         f.probe = probe
-        f.details.setdefault("capture_sizes", list(ctx.session.sizes))
-        f.details.setdefault("drawn_capture", ctx.session is not self.main)
+        self._describe_capture(f, ctx.session)
         t = self.comparator.tolerance
         if not t.is_default:
             f.details.setdefault("rtol", t.rtol)

@@ -46,6 +46,8 @@ SYNC_OPS = {
 }
 # Factory ops whose result is uninitialised: a real graph does not touch the memory on replay.
 _NO_REPLAY = {"aten::empty", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided", "aten::empty_like"}
+# Bookkeeping ops that launch no device work (besides views): a difference in them is no branch.
+_NO_DEVICE_WORK = _NO_REPLAY | {"aten::detach", "aten::alias", "aten::lift_fresh", "aten::set_", "aten::resize_"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class Launch:
     grid: tuple | None = None
     where: str = ""
     writes: tuple[str, ...] = ()  # argument names written (aten schema)
+    device_work: bool = True  # False for views and bookkeeping ops (no kernel runs on the device)
 
 
 @dataclass
@@ -288,7 +291,8 @@ class Recorder:
             for w in writes:
                 for t in _tensors(flat_args.get(w)):
                     self.written.add(t.untyped_storage().data_ptr())
-        self.launches.append(Launch("aten", name, rec_args, None, where, writes))
+        self.launches.append(Launch("aten", name, rec_args, None, where, writes,
+                                    device_work=not (func.is_view or name in _NO_DEVICE_WORK)))
         if self.mode == "emulate":
             self._program_aten(func, name, tmpl_args, tmpl_kwargs, out, writes)
         return out

@@ -35,6 +35,7 @@ import warnings
 from typing import Any, Sequence
 
 from .._version import __version__
+from ..capture.policies import POLICIES
 from ..check import CheckOptions, lookup, names, resolve_target, validate_target
 from ..engines import ENGINES
 from ..errors import (
@@ -76,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--probes", default=None, metavar="P1,P2",
                    help=f"finding kinds to report (default: all): {', '.join(PROBES)}")
     c.add_argument("--capture-sizes", default=None, metavar="1,2,4", help="capture sizes (default: the target's)")
+    c.add_argument("--capture", default=None, metavar="POLICIES",
+                   help=f"how graphs are captured: explore (default) or some of {', '.join(POLICIES)}")
     c.add_argument("--report-dir", default=None, metavar="DIR", help="write a report for each finding under DIR")
     c.add_argument("--seed", default=None, metavar="S", help="Hypothesis seed")
     c.add_argument("--profile", default=None, metavar="P",
@@ -152,6 +155,7 @@ def _options(args: argparse.Namespace) -> tuple[CheckOptions, RunOptions]:
         seed=None if args.seed is None else o.parse_int(args.seed, "--seed", minimum=0),
         capture_sizes=o.parse_sizes(args.capture_sizes, "--capture-sizes"),
         probes=o.parse_probes(args.probes, "--probes"),
+        capture=o.parse_capture(args.capture, "--capture"),
     )
     timeout = o.DEFAULT_TIMEOUT_S if args.timeout is None else o.parse_timeout(args.timeout, "--timeout")
     run_opts = RunOptions(isolate="target" if args.isolate else "none", timeout=timeout,

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator
 
 from hypothesis import settings
 
+from ..capture.policies import resolve_capture
 from ..check import names as registered_names
 from ..engines import ENGINES
 from ..errors import UsageError
@@ -22,7 +23,7 @@ from ..probes import PROBES
 
 __all__ = [
     "PROFILES", "ISOLATION", "DEFAULT_TIMEOUT_S", "parse_engine", "parse_int", "parse_sizes", "parse_probes",
-    "parse_isolate", "parse_timeout", "expand_targets", "profile_name", "default_profile", "default_examples",
+    "parse_isolate", "parse_timeout", "parse_capture", "expand_targets", "profile_name", "default_profile", "default_examples",
     "env_is_ci", "register_profiles", "hypothesis_profile", "one_line",
 ]
 
@@ -115,6 +116,18 @@ def parse_probes(value: Any, where: str = "probes") -> tuple[str, ...]:
         if p not in out:
             out.append(p)
     return tuple(out)
+
+
+def parse_capture(value: Any, where: str = "capture") -> tuple[str, ...] | None:
+    """Capture policy names from ``"worst,minimal"`` or a list; empty -> None (explore)."""
+    parts = _split(value)
+    if not parts:
+        return None
+    try:
+        resolve_capture(parts)
+    except UsageError as e:
+        raise UsageError(f"{where}: {e}") from None
+    return tuple(parts)
 
 
 def expand_targets(values: Iterable[str]) -> list[str]:

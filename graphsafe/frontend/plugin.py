@@ -45,7 +45,8 @@ from .sandbox import MAX_LIVE, close_all, get_sandbox
 
 __all__ = ["GraphsafeItem", "GraphsafeCollector", "GraphsafeFailure", "graphsafe"]
 
-_NAMES = ("engine", "examples", "steps", "capture_sizes", "probes", "report_dir", "profile", "isolate", "timeout")
+_NAMES = ("engine", "examples", "steps", "capture_sizes", "capture", "probes", "report_dir", "profile", "isolate",
+          "timeout")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,6 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "examples": ("N", "Hypothesis examples per target (default: by profile, fast 10 / ci 25 / thorough 200)"),
         "steps": ("N", f"most batches per drawn step sequence (default {CheckOptions.steps})"),
         "capture_sizes": ("1,2,4", "capture sizes to test (default: each target's default_spec sizes)"),
+        "capture": ("POLICIES", "how graphs are captured: explore (default: worst, ascending, minimal and drawn "
+                                "batches) or some of worst, ascending, minimal, drawn"),
         "probes": ("P1,P2", "finding kinds to report (default: all)"),
         "report_dir": ("DIR", "write a report for each finding under DIR (default: no reports)"),
         "profile": ("PROFILE", "Hypothesis profile for graphsafe checks: fast, ci or thorough "
@@ -103,7 +106,8 @@ def _raw(config: pytest.Config, name: str) -> tuple[Any, str]:
 def _resolve_options(config: pytest.Config) -> Options:
     raw = {name: _raw(config, name) for name in _NAMES}
     parse = {"engine": o.parse_engine, "examples": o.parse_int, "steps": o.parse_int, "capture_sizes": o.parse_sizes,
-             "probes": o.parse_probes, "isolate": o.parse_isolate, "timeout": o.parse_timeout}
+             "capture": o.parse_capture, "probes": o.parse_probes, "isolate": o.parse_isolate,
+             "timeout": o.parse_timeout}
     val = {n: (parse[n](v, where) if n in parse and v is not None else v) for n, (v, where) in raw.items()}
     try:
         profile = o.profile_name(val["profile"])
@@ -118,7 +122,8 @@ def _resolve_options(config: pytest.Config) -> Options:
         report_dir = str((Path(base) / os.path.expanduser(str(report_dir))).resolve())
     targets = config.option.graphsafe_targets
     check = CheckOptions.build(engine=val["engine"], examples=val["examples"] or o.default_examples(profile),
-                               steps=val["steps"], capture_sizes=val["capture_sizes"], probes=val["probes"])
+                               steps=val["steps"], capture_sizes=val["capture_sizes"], capture=val["capture"],
+                               probes=val["probes"])
     run_opts = RunOptions(isolate=val["isolate"] or "target", timeout=val["timeout"] or o.DEFAULT_TIMEOUT_S,
                           report_dir=report_dir, profile=profile)
     return Options(o.expand_targets(targets if targets is not None else config.getini("graphsafe_targets") or []),

@@ -85,6 +85,7 @@ def check(
     steps: int | None = None,
     capture_sizes: Iterable[int] | None = None,
     probes: Iterable[str] | str | None = None,
+    capture: Any = None,
     tolerance: Tolerance | None = None,
     seed: int | None = None,
     device: Any = None,
@@ -99,6 +100,8 @@ def check(
     (``graphsafe list``).  ``engine`` is ``"cuda"``, ``"emulate"`` or ``"auto"``.  ``examples``
     Hypothesis examples of up to ``steps`` batches each are run; each failure is shrunk to a
     minimal step sequence.  ``probes`` restricts which finding kinds are reported (default: all).
+    ``capture`` says how graphs are captured (default ``"explore"``: worst-case, ascending, minimal and
+    drawn batches; or a policy name, names, or a function ``size -> Batch``).
     ``tolerance`` sets how close graph and eager must be.  With ``report_dir``, a report is written
     for every finding.  ``isolate="target"`` runs the check in a process of the target's own;
     ``timeout`` (seconds) stops a check that hangs, in either mode.
@@ -116,6 +119,6 @@ def check(
     opts = CheckOptions.build(
         spec=spec, engine=engine, examples=examples, steps=steps,
         capture_sizes=tuple(capture_sizes) if capture_sizes is not None else None,
-        probes=probes, tolerance=tolerance, seed=seed, device=device, database=database,
+        probes=probes, capture=capture, tolerance=tolerance, seed=seed, device=device, database=database,
     )
     return run(target, opts, RunOptions(isolate=isolate, timeout=timeout, report_dir=report_dir))

@@ -19,8 +19,7 @@ step's :class:`~graphsafe.capture.context.StepContext`.  ``diagnose`` probes run
 above, only when a step's replay differs from eager, and the first that explains the difference
 names the finding; a difference none explains is a ``replay-mismatch``.  Every probe runs
 whichever kinds a check reports, so that a difference is always attributed to its cause;
-``check(probes=...)`` only chooses which findings are reported.  A probe with
-``DRAWN_CAPTURE = True`` makes the check also capture with drawn, smaller batches.
+``check(probes=...)`` only chooses which findings are reported.
 """
 
 from __future__ import annotations
@@ -56,14 +55,12 @@ class Probe:
     stage: str
     run: Callable[[Any], Finding | None]
     summary: str
-    drawn_capture: bool = False
 
 
 def _probe(module) -> Probe:
     if module.STAGE not in STAGES:
         raise AssertionError(f"{module.__name__}.STAGE must be one of {STAGES}, got {module.STAGE!r}")
-    return Probe(module.KIND.value, module.KIND, module.STAGE, module.run,
-                 module.__doc__.strip().splitlines()[0], getattr(module, "DRAWN_CAPTURE", False))
+    return Probe(module.KIND.value, module.KIND, module.STAGE, module.run, module.__doc__.strip().splitlines()[0])
 
 
 #: every probe by name, in the order probes of one stage run

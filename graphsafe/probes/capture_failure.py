@@ -23,10 +23,12 @@ def run(ctx: CaptureContext) -> Finding | None:
     exc = ctx.error
     text = str(exc).strip()
     msg = text.splitlines()[0] if text else type(exc).__name__
+    where = user_frame_of(exc)
     return Finding(
         kind=KIND,
         message=f"capture of size {ctx.size} failed: {type(exc).__name__}: {msg}",
-        where=user_frame_of(exc),
+        where=where,
+        cause=f"line:{where}",
         error="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         details={"phase": "capture"},
         capture_size=ctx.size,

@@ -2,9 +2,9 @@
 
 The launches recorded at capture (kernels, scalar arguments, grids,
 constexprs, tensor shapes, the Python branch taken) are diffed against an eager
-run of the failing batch, padded the same way.  This probe also makes the
-checker capture with drawn, smaller batches: a value right only for the worst
-case breaks as soon as anyone captures differently.
+run of the failing batch, padded the same way.  The check's capture policies
+(minimal and drawn capture batches besides the worst case) make a value that is
+right only for the worst case break in some phase.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from ..findings import Finding, FindingKind
 
 KIND = FindingKind.FROZEN_HOST_VALUE
 STAGE = "diagnose"
-DRAWN_CAPTURE = True  # also capture with drawn, smaller batches
 
 
 def _fmt(v) -> str:
@@ -37,7 +36,13 @@ def _shape_only(v):
 
 
 def diff_launches(captured: list[Launch], needed: list[Launch]) -> list[dict]:
-    """Differences between two launch lists, Triton launches first."""
+    """Differences between two launch lists, Triton launches first.
+
+    Only launches that do device work count: views and bookkeeping ops (``detach``, ``slice``)
+    differ with how a wrapper slices its buffers, and are no branch of their own.
+    """
+    captured = [launch for launch in captured if launch.device_work]
+    needed = [launch for launch in needed if launch.device_work]
     diffs: list[dict] = []
     a = [(l.kind, l.name) for l in captured]
     b = [(l.kind, l.name) for l in needed]
@@ -82,8 +87,9 @@ def run(ctx: StepContext) -> Finding | None:
             f"the graph froze a Python branch: capture launched {d['captured']}, this batch runs {d['needed']} "
             f"(at {d['where']})"
         )
-        where = f"{d['kernel']} <launch sequence>"
+        where, cause = f"{d['kernel']} <launch sequence>", f"branch:{d['where']}"
     else:
         msg = f"{d['kernel']} {d['argument']}: captured {d['captured']}, this batch needs {d['needed']} (at {d['where']})"
         where = f"{d['kernel']}.{d['argument']}"
-    return Finding(kind=KIND, message=msg, where=where, details={"diffs": diffs[:10]})
+        cause = f"argument:{where}"
+    return Finding(kind=KIND, message=msg, where=where, details={"diffs": diffs[:10]}, cause=cause)

@@ -52,6 +52,7 @@ def run(ctx: StepContext) -> Finding | None:
             ),
             where=path,
             details={"kernels": sorted({k for k, _ in skipped}), "buffers": [p for _, p in skipped]},
+            cause="buffer:" + path.split(", ")[0],
         )
     hits = [r for r in ctx.evidence.unwritten_reads if r.origin == "warmup-only"]
     if not hits:
@@ -65,4 +66,5 @@ def run(ctx: StepContext) -> Finding | None:
         ),
         where=hits[0].path,
         details={"buffers": [r.path for r in hits]},
+        cause="buffer:" + hits[0].path.split(", ")[0],
     )

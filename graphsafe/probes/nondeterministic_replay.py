@@ -38,4 +38,5 @@ def run(ctx: StepContext) -> Finding | None:
         message=f"two replays of one prepared batch differ in {m.tensor}: {m.count}/{m.total} values, max abs {m.max_abs:.3g}",
         where=m.tensor,
         mismatches=mism,
+        cause=f"output:{m.tensor}",
     )

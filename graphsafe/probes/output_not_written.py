@@ -36,4 +36,5 @@ def run(ctx: StepContext) -> Finding | None:
         message=f"the replay never writes {m.count}/{m.total} live positions of {m.tensor} (they keep any value put there before the replay)",
         where=m.tensor,
         mismatches=mism,
+        cause=f"output:{m.tensor}",
     )

@@ -1,11 +1,15 @@
 """stale-padding: live rows or persistent state depend on padded slots.
 
-The example's steps are re-run eagerly, without a graph, with the same padding
-and poisoning as the graph instance.  If that reproduces the difference, the
-padding is at fault, not the capture.  A second eager run of only the failing
-step on a fresh instance tells stale padding left by an earlier, larger batch
-(named by the buffers that differ) from padded slots that break live rows by
-themselves (seq_len 0 giving NaN through a batch-wide reduction).
+Stage ``diagnose``.  The example's steps are re-run eagerly, without a graph, with the same padding
+and poisoning as the graph instance.  If that reproduces the difference, the graph is not at fault.
+A second eager run of only the failing step on a fresh instance tells the two padding hazards apart:
+
+* it differs too: padded slots break live rows by themselves (seq_len 0 giving NaN through a
+  batch-wide reduction);
+* it does not: the difference needs the instance's history.  That is stale padding only when padding
+  alone explains it: the buffers the graph reads differ from the fresh run's in padded rows (past this
+  batch's live requests) and nowhere else.  A difference in live rows (a plan kept from warm-up, an
+  accumulator never reset) is another cause, and this probe does not claim it.
 """
 
 from __future__ import annotations
@@ -19,26 +23,31 @@ KIND = FindingKind.STALE_PADDING
 STAGE = "diagnose"
 
 
-def _stale_buffers(hist, fresh) -> list[str]:
-    out = []
+def _differing_rows(hist, fresh, paths: set[str]) -> dict[str, tuple[int, int]]:
+    """Buffer path -> (first, last) row where the history run's buffer differs from the fresh run's."""
+    out = {}
     for path, t in hist.buffers_after_prepare.items():
         f = fresh.buffers_after_prepare.get(path)
-        if f is None or f.shape != t.shape or f.dtype != t.dtype or t.numel() == 0:
+        if path not in paths or f is None or f.shape != t.shape or f.dtype != t.dtype or t.numel() == 0:
             continue
-        if t.dtype.is_floating_point:
-            bad = ~((t == f) | (t.isnan() & f.isnan()))
-        else:
-            bad = t != f
+        bad = ~((t == f) | (t.isnan() & f.isnan())) if t.dtype.is_floating_point else t != f
         if bool(bad.any()):
-            out.append(path + _rows(bad))
+            out[path] = _row_span(bad)
     return out
+
+
+def _row_span(bad: torch.Tensor) -> tuple[int, int]:
+    if bad.dim() == 0:
+        return (0, 0)
+    rows = bad.reshape(bad.shape[0], -1).any(dim=1).nonzero().reshape(-1)
+    return (int(rows.min()), int(rows.max())) if rows.numel() else (0, 0)
 
 
 def _rows(bad: torch.Tensor) -> str:
     if bad.dim() == 0:
         return ""
-    rows = bad.reshape(bad.shape[0], -1).any(dim=1).nonzero().reshape(-1)
-    return f"[{int(rows.min())}:{int(rows.max()) + 1}]" if rows.numel() else ""
+    first, last = _row_span(bad)
+    return f"[{first}:{last + 1}]" if bool(bad.any()) else ""
 
 
 def _input_paths(ctx) -> set[str]:
@@ -76,6 +85,8 @@ def run(ctx: StepContext) -> Finding | None:
     fresh_m = ev.scratch_mismatches(ev.fresh_scratch)
     m = hist_m[0]
     if fresh_m:
+        if ev.scratch_mismatches(ev.fresh_unpadded_scratch):
+            return None  # the same step unpadded differs too: the poison shows a read of unwritten data
         msg = (
             f"padding ({slots}) changes live results even without history: {m.tensor} differs "
             f"({m.count}/{m.total}, max abs {m.max_abs:.3g}) when the same batch runs padded"
@@ -85,11 +96,14 @@ def run(ctx: StepContext) -> Finding | None:
             msg += f"; prepare() leaves {', '.join(stale[:4])} unwritten (poisoned) past this batch"
         where = stale[0].split("[")[0] if stale else m.tensor
     else:
-        stale = _stale_buffers(ev.scratch, ev.fresh_scratch)
+        differing = _differing_rows(ev.scratch, ev.fresh_scratch, _input_paths(ctx))
+        if not differing or any(first < padded.num_reqs for first, _ in differing.values()):
+            return None  # history changed live rows, or nothing the graph reads: not padding alone
+        stale = [f"{path}[{first}:{last + 1}]" for path, (first, last) in differing.items()]
         msg = (
-            f"after an earlier, larger batch, the padding ({slots}) keeps stale values"
-            + (f" in {', '.join(stale[:4])}" if stale else "")
-            + f"; {m.tensor} differs ({m.count}/{m.total}, max abs {m.max_abs:.3g})"
+            f"after an earlier, larger batch, the padding ({slots}) keeps stale values in {', '.join(stale[:4])}"
+            f"; {m.tensor} differs ({m.count}/{m.total}, max abs {m.max_abs:.3g})"
         )
-        where = stale[0].split("[")[0] if stale else m.tensor
-    return Finding(kind=KIND, message=msg, where=where, details={"stale_buffers": stale}, mismatches=hist_m)
+        where = stale[0].split("[")[0]
+    cause = f"buffer:{where}" if stale else f"output:{m.tensor}"
+    return Finding(kind=KIND, message=msg, where=where, details={"stale_buffers": stale}, mismatches=hist_m, cause=cause)

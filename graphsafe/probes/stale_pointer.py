@@ -13,7 +13,6 @@ from ..findings import Finding, FindingKind
 
 KIND = FindingKind.STALE_POINTER
 STAGE = "step"
-DRAWN_CAPTURE = True  # also capture with drawn, smaller batches
 
 
 def run(ctx: StepContext) -> Finding | None:
@@ -42,4 +41,5 @@ def run(ctx: StepContext) -> Finding | None:
         message="the graph reads freed memory: " + " | ".join(parts),
         where=details[0]["path"],
         details={"dead": details},
+        cause="buffer:" + details[0]["path"].split(", ")[0],
     )

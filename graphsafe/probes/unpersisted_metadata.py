@@ -23,4 +23,5 @@ def run(ctx: StepContext) -> Finding | None:
     msg = f"the graph reads {names} as captured, but this step's prepare() did not write it"
     if moved:
         msg += f"; this step's values went elsewhere: {', '.join(moved)}"
-    return Finding(kind=KIND, message=msg, where=hits[0].path, details={"buffers": [r.path for r in hits], "new": moved})
+    return Finding(kind=KIND, message=msg, where=hits[0].path, details={"buffers": [r.path for r in hits], "new": moved},
+                   cause="buffer:" + hits[0].path.split(", ")[0])

@@ -71,7 +71,7 @@ def run_recipe(recipe, engine=None, out=None):
         steps = [Batch.from_dict(MINIMAL_STEP)]
         print("  (the finding arose before any step; replaying one minimal batch after capture)", file=out)
     options = CheckOptions.build(spec=spec, engine=engine, probes=recipe.get("probes"), tolerance=tolerance,
-                                 capture_sizes=tuple(recipe.get("capture_sizes") or ()) or None)
+                                 capture=recipe.get("capture"), capture_sizes=tuple(recipe.get("capture_sizes") or ()) or None)
     capture_batch = Batch.from_dict(recipe["capture_batch"]) if recipe.get("capture_batch") else None
     result = reproduce(target, steps, options, capture_batch=capture_batch,
                        capture_size=recipe.get("capture_size") or None if capture_batch is not None else None)

@@ -81,6 +81,10 @@ def capture_plan(f: Finding) -> dict[str, Any]:
 
 
 # -- the recipe -------------------------------------------------------------------------------
+#: capture policies a repro can rebuild by name (a drawn one travels as its batch, a function not at all)
+_REBUILDABLE = ("worst", "ascending", "minimal")
+
+
 def _probes_for(kind: str, probe: str) -> list[str] | None:
     return None  # every probe, as the check used: a finding is attributed among all of them
 
@@ -100,6 +104,7 @@ def recipe_from_data(data: dict[str, Any]) -> dict[str, Any]:
         "steps": list(data.get("batches") or []),
         "failing_step": data.get("step", -1),
         "capture_batch": data["capture_batch"] if drawn else None,
+        "capture": details.get("capture_policy") if details.get("capture_policy") in _REBUILDABLE else None,
         "capture_size": int(data.get("capture_size") or 0) or None,
         "capture_sizes": list(data.get("capture_sizes") or []),
         "probes": _probes_for(data["kind"], data.get("probe") or ""),

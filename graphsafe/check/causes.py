@@ -1,0 +1,77 @@
+"""One bug, one finding: findings grouped by the root cause they name.
+
+Every finding names a cause (:attr:`Finding.cause`): the buffer, kernel argument, branch or line at
+fault, or only an output when that is all a probe could see.  Findings of one cause become one
+finding of the most specific kind its evidence proves; the others' messages stay with it as
+supporting evidence (``details["evidence"]``).  Findings that name only an output (a symptom: an
+unwritten output, an unexplained difference) join a finding that names a cause, when there is one.
+Two findings in a result therefore mean two causes.
+"""
+
+from __future__ import annotations
+
+from ..findings import Finding, FindingKind
+
+__all__ = ["group_by_cause", "PRECEDENCE"]
+
+#: most specific first: the kind a group of findings of one cause reports
+PRECEDENCE = (
+    FindingKind.CAPTURE_FAILURE,
+    FindingKind.STALE_POINTER,
+    FindingKind.LAZY_INIT,
+    FindingKind.FROZEN_HOST_VALUE,
+    FindingKind.UNPERSISTED_METADATA,
+    FindingKind.NONDETERMINISTIC_REPLAY,
+    FindingKind.STALE_PADDING,
+    FindingKind.TARGET_ERROR,
+    FindingKind.OUTPUT_NOT_WRITTEN,
+    FindingKind.REPLAY_MISMATCH,
+)
+_SYMPTOMS = {FindingKind.OUTPUT_NOT_WRITTEN, FindingKind.REPLAY_MISMATCH}
+
+
+def _rank(f: Finding) -> int:
+    return PRECEDENCE.index(f.kind) if f.kind in PRECEDENCE else len(PRECEDENCE)
+
+
+def _evidence(f: Finding) -> dict:
+    return {"kind": f.kind.value, "where": f.where, "message": f.message,
+            "capture_policy": f.details.get("capture_policy", "")}
+
+
+def _merge(group: list[Finding]) -> Finding:
+    group = sorted(group, key=lambda f: (_rank(f), f.examples_to_find or 1 << 30))
+    head = group[0]
+    seen = {(head.kind, head.where)}
+    for other in group[1:]:
+        if (other.kind, other.where) in seen:
+            continue
+        seen.add((other.kind, other.where))
+        head.details.setdefault("evidence", []).append(_evidence(other))
+    return head
+
+
+def group_by_cause(findings: list[Finding]) -> list[Finding]:
+    """The findings of one check, one per root cause (order: most specific kind first)."""
+    errors = [f for f in findings if f.severity == "error"]
+    infos = [f for f in findings if f.severity != "error"]
+    causes: dict[str, list[Finding]] = {}
+    symptoms: list[Finding] = []
+    for f in errors:
+        if f.kind in _SYMPTOMS:
+            symptoms.append(f)
+        else:
+            causes.setdefault(f.cause, []).append(f)
+    if causes:  # a symptom joins the cause it most likely shows: the most specific one
+        first = min(causes, key=lambda c: min(_rank(f) for f in causes[c]))
+        causes[first].extend(symptoms)
+    else:
+        for f in symptoms:
+            causes.setdefault(f.cause, []).append(f)
+    merged = sorted((_merge(g) for g in causes.values()), key=_rank)
+    info_seen, kept_infos = set(), []
+    for f in infos:
+        if f.key not in info_seen:
+            info_seen.add(f.key)
+            kept_infos.append(f)
+    return merged + kept_infos

@@ -1,0 +1,48 @@
+"""One bug, one finding: findings are grouped by the cause they name."""
+
+from graphsafe import Finding, FindingKind
+from graphsafe.check.causes import group_by_cause
+
+
+def finding(kind: FindingKind, where: str, cause: str = "", examples: int = 1, severity: str = "error") -> Finding:
+    return Finding(kind=kind, message=f"{kind.value} at {where}", where=where, cause=cause,
+                   examples_to_find=examples, severity=severity)
+
+
+def test_findings_of_one_buffer_become_one_finding_of_the_most_specific_kind():
+    stale = finding(FindingKind.STALE_POINTER, "self.meta.kv", "buffer:self.meta.kv", examples=3)
+    unpersisted = finding(FindingKind.UNPERSISTED_METADATA, "self.meta.kv", "buffer:self.meta.kv", examples=1)
+    [one] = group_by_cause([unpersisted, stale])
+    assert one.kind == FindingKind.STALE_POINTER
+    assert one.details["evidence"] == [{"kind": "unpersisted-metadata", "where": "self.meta.kv",
+                                        "message": "unpersisted-metadata at self.meta.kv", "capture_policy": ""}]
+
+
+def test_two_causes_stay_two_findings():
+    a = finding(FindingKind.STALE_POINTER, "self.a", "buffer:self.a")
+    b = finding(FindingKind.LAZY_INIT, "self.plan", "buffer:self.plan")
+    assert {f.kind for f in group_by_cause([a, b])} == {FindingKind.STALE_POINTER, FindingKind.LAZY_INIT}
+
+
+def test_a_symptom_joins_the_cause_it_shows():
+    frozen = finding(FindingKind.FROZEN_HOST_VALUE, "k.num_splits", "argument:k.num_splits")
+    unwritten = finding(FindingKind.OUTPUT_NOT_WRITTEN, "output[0]", "output:output[0]")
+    [one] = group_by_cause([unwritten, frozen])
+    assert one.kind == FindingKind.FROZEN_HOST_VALUE
+    assert one.details["evidence"][0]["kind"] == "output-not-written"
+
+
+def test_symptoms_without_a_cause_are_kept():
+    unwritten = finding(FindingKind.OUTPUT_NOT_WRITTEN, "output[0]", "output:output[0]")
+    assert group_by_cause([unwritten]) == [unwritten]
+
+
+def test_info_findings_are_not_merged_into_errors():
+    info = finding(FindingKind.SUPPORT_MISMATCH, "T.support", severity="info")
+    error = finding(FindingKind.STALE_POINTER, "self.a", "buffer:self.a")
+    assert group_by_cause([info, error]) == [error, info]
+
+
+def test_a_finding_without_a_named_cause_is_its_own_by_kind_and_where():
+    f = Finding(kind=FindingKind.REPLAY_MISMATCH, message="m", where="output[1]")
+    assert f.cause == "replay-mismatch:output[1]"
