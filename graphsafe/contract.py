@@ -90,6 +90,9 @@ class CaptureSpec:
                 f"({self.max_seq_len}): a query cannot be longer than its sequence"
             )
         needed = self.max_reqs * self.blocks_per_seq + 1
+        if isinstance(self.num_blocks, int) and not isinstance(self.num_blocks, bool) and self.num_blocks < 0:
+            raise SpecError(f"CaptureSpec.num_blocks must be 0 (the default: {needed}) or >= {needed}, "
+                            f"got {self.num_blocks}")
         if self.num_blocks == 0:
             object.__setattr__(self, "num_blocks", needed)
         _check_int("CaptureSpec", "num_blocks", self.num_blocks, 1)
@@ -101,6 +104,9 @@ class CaptureSpec:
             )
         sizes = tuple(self.capture_sizes)
         object.__setattr__(self, "capture_sizes", sizes)
+        if len(set(sizes)) != len(sizes):
+            dup = sorted({s for s in sizes if sizes.count(s) > 1})
+            raise SpecError(f"CaptureSpec.capture_sizes lists {dup} more than once; give each size once")
         for s in sizes:
             _check_int("CaptureSpec", "capture_sizes[...]", s, 1)
             if s > self.max_reqs:
@@ -358,7 +364,13 @@ class Target:
     * ``forward()``: the captured region; returns a tensor or tuple of tensors.
     * ``static()``: tensors whose contents persist across steps by design
       (weights, KV cache, recurrent state); compared after every step.
-    * ``live(outputs, batch)``: the output rows that belong to live requests.
+    * ``live(outputs, batch)``: the output rows that belong to live requests; ``outputs`` is exactly
+      what ``forward()`` returned (a tensor or a tuple), and the result has the same structure.
+    * ``support``: which batches one graph may serve; set it (a target without it is checked at the
+      lowest level, ``UNIFORM_SINGLE_TOKEN_DECODE``, with a warning).
+
+    ``prepare()`` and ``forward()`` must be idempotent for one batch: graphsafe may call ``prepare()``
+    again on the same batch to learn what it writes.
 
     Example::
 
@@ -394,5 +406,9 @@ class Target:
     def static(self) -> Mapping[str, torch.Tensor] | Sequence[torch.Tensor]:
         return {}
 
-    def live(self, outputs: tuple[torch.Tensor, ...], batch: Batch) -> tuple[torch.Tensor, ...]:
+    def live(self, outputs: torch.Tensor | tuple[torch.Tensor, ...], batch: Batch) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """The rows of ``outputs`` (exactly what ``forward()`` returned: a tensor or a tuple) that belong
+        to live requests, in the same structure; default: the first ``batch.num_tokens`` rows of each."""
+        if isinstance(outputs, torch.Tensor):
+            return outputs[: batch.num_tokens]
         return tuple(o[: batch.num_tokens] for o in outputs)

@@ -217,6 +217,7 @@ class CheckResult:
     engine: str
     spec: CaptureSpec
     probes: tuple[str, ...]
+    support: str = ""  # the Support level the target was checked at
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     examples: int = 0  # examples drawn before the first finding, or all of them when none
@@ -239,6 +240,15 @@ class CheckResult:
 
     def __bool__(self) -> bool:
         return self.ok
+
+    @property
+    def header(self) -> str:
+        """What was checked: target, engine, support level and spec."""
+        spec = self.spec
+        sizes = ", ".join(map(str, spec.default_capture_sizes())) if spec is not None else "?"
+        shape = (f"max_reqs={spec.max_reqs}, max_query_len={spec.max_query_len}, max_seq_len={spec.max_seq_len}, "
+                 f"block_size={spec.block_size}, capture sizes {sizes}") if spec is not None else "no spec"
+        return f"{self.target} on {self.engine} at Support.{self.support or '?'} ({shape})"
 
     def summary(self) -> str:
         head = (

@@ -9,7 +9,7 @@ also holds both sides' live outputs and static state and the mismatches, and its
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -24,13 +24,15 @@ from .ledger import poison_floats
 __all__ = ["CaptureInfo", "CaptureContext", "StepContext", "live_rows"]
 
 
-def live_rows(target: Target, outputs: Sequence[torch.Tensor], batch: Batch) -> list[torch.Tensor]:
-    """``target.live(outputs, batch)``, checked: a list of tensors whose rows are live tokens."""
-    live = target.live(tuple(outputs), batch)
+def live_rows(target: Target, outputs: torch.Tensor | tuple[torch.Tensor, ...], batch: Batch) -> list[torch.Tensor]:
+    """``target.live(outputs, batch)`` (``outputs`` as forward() returned them), checked; as a list."""
+    live_fn = getattr(target, "live", None) or Target.live.__get__(target)  # a duck-typed target: the default
+    live = live_fn(outputs, batch)
     if isinstance(live, torch.Tensor):
         live = (live,)
-    if not isinstance(live, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in live):
-        raise ContractError(f"{type(target).__name__}.live() must return a tuple of tensors, got {type(live).__name__}")
+    if not isinstance(live, tuple) or not all(isinstance(t, torch.Tensor) for t in live):
+        raise ContractError(f"{type(target).__name__}.live() must return a tensor or a tuple of tensors (the "
+                            f"structure forward() returned), got {type(live).__name__}")
     for t in live:
         if t.dim() == 0 or t.shape[0] != batch.num_tokens and type(target).live is Target.live:
             raise ContractError(
@@ -112,4 +114,4 @@ class StepContext:
                 t.fill_(fill if t.dtype.is_floating_point else int(fill))
         self.graph.replay()
         self.engine.synchronize()
-        return [t.clone() for t in live_rows(self.session.target, outs, self.padded_batch)]
+        return [t.clone() for t in live_rows(self.session.target, self.graph.returned, self.padded_batch)]

@@ -123,8 +123,8 @@ class Evidence:
                 launches = rec.launches
             else:
                 out = call_target("forward() [diagnosis]", inst.forward)
-        outs = as_outputs(out)
-        live = [t.clone() for t in live_rows(inst, outs, steps[-1])]
+        as_outputs(out)  # checked: a tensor or a tuple of tensors
+        live = [t.clone() for t in live_rows(inst, out, steps[-1])]
         static = {k: v.clone() for k, v in static_dict(inst).items()}
         ctx.engine.synchronize()
         return ScratchRun(live, static, launches, bufs)

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..contract import Batch, CaptureSpec, Support
+from ..contract import Batch, CaptureSpec, Support, Target
 from ..engines import Engine, Graph
 from ..engines.recording import TensorArg
 from ..engines.userframe import user_frame_of
@@ -84,7 +84,7 @@ class CaptureSession:
             call_target("setup(spec, device)", self.target.setup, spec, engine.device)
             self.static_keys = static_keys(self.target)
             self.pool = engine.new_pool()
-            support = Support(target_cls.support)
+            support = Support(getattr(target_cls, "support", Target.support))
             for size in sorted(self.sizes, reverse=not policy.ascending):
                 batch = (capture_batch.padded(size) if capture_batch is not None
                          else policy.batch_for(spec, support, size))

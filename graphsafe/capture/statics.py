@@ -21,8 +21,9 @@ __all__ = ["static_dict", "static_keys", "randomise_static"]
 
 
 def static_dict(target: Target) -> dict[str, torch.Tensor]:
-    """``target.static()`` as a name -> tensor dict (lists get ``static[i]`` names)."""
-    s = target.static()
+    """``target.static()`` as a name -> tensor dict (lists get ``static[i]`` names; no ``static()``: none)."""
+    static = getattr(target, "static", None)
+    s = static() if static is not None else None
     if s is None:
         return {}
     if isinstance(s, dict):

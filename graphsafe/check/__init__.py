@@ -1,10 +1,10 @@
 """The check layer: one check in this process (options, target resolution, plans, the step loop,
 diagnosis).  The front end (:mod:`graphsafe.frontend`) adds isolation, timeouts and reports."""
 
-from .api import reproduce, run_check
+from .api import Progress, reproduce, run_check
 from .audit import AuditResult, audit
 from .options import DEFAULT_EXAMPLES, DEFAULT_STEPS, CheckOptions
 from .targets import lookup, names, resolve_target, target_name, validate_target
 
-__all__ = ["audit", "AuditResult", "run_check", "reproduce", "CheckOptions", "DEFAULT_EXAMPLES", "DEFAULT_STEPS",
+__all__ = ["audit", "AuditResult", "run_check", "reproduce", "Progress", "CheckOptions", "DEFAULT_EXAMPLES", "DEFAULT_STEPS",
            "lookup", "names", "resolve_target", "target_name", "validate_target"]

@@ -12,7 +12,7 @@ import re
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +23,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from ..capture.compare import Comparator
 from ..capture.policies import POLICIES, CapturePolicy
 from ..capture.session import CaptureSession
-from ..contract import Batch, CaptureSpec, Support
+from ..contract import Batch, CaptureSpec, Support, Target
 from ..engines import Engine, get_engine
 from ..errors import TargetRaised, UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
@@ -33,7 +33,7 @@ from .plans import Phase, Plan, drawn_plans, phases, session_plans
 from .steps import ExampleRunner, target_error
 from .targets import resolve_target, validate_target
 
-__all__ = ["run_check", "reproduce", "prepared"]
+__all__ = ["run_check", "reproduce", "prepared", "Progress"]
 
 
 # -- set-up shared by check and reproduce ----------------------------------------------------------
@@ -66,7 +66,12 @@ def prepared(target: Any, options: CheckOptions) -> Prepared:
     engine = get_engine(options.engine, options.device)
     # a failed capture is always reported: without a graph nothing else can be checked
     enabled = options.enabled | {FindingKind.CAPTURE_FAILURE.value}
-    result = CheckResult(target=name, engine=engine.name, spec=spec, probes=tuple(sorted(options.enabled)))
+    support = Support(getattr(cls, "support", Target.support))
+    result = CheckResult(target=name, engine=engine.name, spec=spec, probes=tuple(sorted(options.enabled)),
+                         support=support.name)
+    if not any("support" in vars(k) for k in cls.__mro__ if k not in (Target, object)):
+        result.notes.append(f"{name} does not set support: checked at the lowest level, Support.{support.name}; "
+                            "declare the level the backend's graphs serve (graphsafe audit tells the highest safe one)")
     return Prepared(cls, name, spec, engine, enabled, options, result)
 
 
@@ -127,18 +132,31 @@ def _database(name: str, database: str | bool | None):
     return DirectoryBasedExampleDatabase(os.path.join(root, slug))
 
 
-def run_check(target: Any, options: CheckOptions) -> CheckResult:
+@dataclass(frozen=True)
+class Progress:
+    """Where a running check is: examples run (shrinking included) of the planned ones, the phase
+    (capture policy), and the finding kinds seen so far."""
+
+    examples: int
+    planned: int
+    phase: str
+    kinds: tuple[str, ...]
+
+
+def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress], None] | None = None) -> CheckResult:
     """Capture ``target`` under each capture policy, replay Hypothesis-drawn step sequences, and return
-    the findings, one per root cause."""
+    the findings, one per root cause.  ``progress`` is called after every example."""
     t0 = time.perf_counter()
     p = prepared(target, options)
     sizes = options.sizes_for(p.spec)
-    support = Support(p.cls.support)
-    counter: dict[str, Any] = {"n": 0, "first": {}, "t": {}, "steps": 0}
+    support = Support(getattr(p.cls, "support", Target.support))
+    plan = phases(options.policies, options.examples)
+    counter: dict[str, Any] = {"n": 0, "first": {}, "t": {}, "steps": 0, "planned": sum(ph.examples for ph in plan),
+                               "progress": progress}
     found: list[Finding] = []
     learned: set | None = None  # kernel writes the first session learned, for drawn captures
     session = None
-    for phase in phases(options.policies, options.examples):
+    for phase in plan:
         if phase.policy.batch is None:
             runner = p.runner(None, known_writes=learned)
             strategy = drawn_plans(p.spec, support, sizes, options.steps)
@@ -188,6 +206,9 @@ def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter:
     def run_examples(plan: Plan) -> None:
         counter["n"] += 1
         f = runner.run(plan)
+        if counter["progress"] is not None:
+            kinds = tuple(sorted({k.value for k in counter["first"]} | ({f.kind.value} if f else set())))
+            counter["progress"](Progress(counter["n"], counter["planned"], phase.policy.name, kinds))
         if f is not None:
             counter["first"].setdefault(f.kind, counter["n"])
             counter["t"].setdefault(f.kind, time.perf_counter() - t0)

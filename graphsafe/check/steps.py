@@ -114,10 +114,10 @@ class ExampleRunner:
             call_target("prepare(batch) [eager]", eager.prepare, batch)
             out_e = call_target("forward() [eager]", eager.forward)
             try:
-                outs_e = as_outputs(out_e)
+                as_outputs(out_e)
             except ContractError as e:
                 raise ContractError(f"{e} (eager instance)") from None
-            live_e = live_rows(eager, outs_e, batch)
+            live_e = live_rows(eager, out_e, batch)
             static_g, static_e = static_dict(g), static_dict(eager)
             mism = self.comparator.step(live_g, live_e, static_g, static_e, batch)
             if mism:

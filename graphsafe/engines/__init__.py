@@ -6,11 +6,11 @@ import torch
 
 from ..errors import UsageError
 from . import triton_env
-from .base import Engine, Graph, as_outputs
+from .base import Engine, Graph, as_outputs, returned
 from .cuda import CudaEngine
 from .emulate import EmulatorEngine
 
-__all__ = ["Engine", "Graph", "as_outputs", "get_engine", "ENGINES"]
+__all__ = ["Engine", "Graph", "as_outputs", "returned", "get_engine", "ENGINES"]
 
 #: the engine names every front end accepts (``auto``: cuda when a GPU is visible, else emulate)
 ENGINES = ("auto", "cuda", "emulate")

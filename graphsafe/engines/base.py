@@ -10,17 +10,27 @@ import torch
 from ..errors import ContractError
 from .recording import ExternalBuffer, Recorder
 
-__all__ = ["Engine", "Graph", "as_outputs"]
+__all__ = ["Engine", "Graph", "as_outputs", "returned"]
 
 
 def as_outputs(out: Any, where: str = "forward()") -> tuple[torch.Tensor, ...]:
-    """Normalise forward()'s return to a tuple of tensors, or raise a clear TypeError."""
+    """forward()'s return as a tuple of tensors; a :class:`ContractError` unless it is a tensor or a
+    non-empty tuple of tensors (a list is not: ``live()`` gets what forward() returned, and graphsafe
+    gives back the same structure)."""
     if isinstance(out, torch.Tensor):
         return (out,)
-    if isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
-        return tuple(out)
-    kinds = type(out).__name__ if not isinstance(out, (tuple, list)) else "[" + ", ".join(type(t).__name__ for t in out) + "]"
+    if isinstance(out, tuple) and out and all(isinstance(t, torch.Tensor) for t in out):
+        return out
+    if isinstance(out, list):
+        kinds = "list (return a tuple)"
+    else:
+        kinds = type(out).__name__ if not isinstance(out, tuple) else "(" + ", ".join(type(t).__name__ for t in out) + ")"
     raise ContractError(f"{where} must return a tensor or a non-empty tuple of tensors, got {kinds}")
+
+
+def returned(outputs: tuple[torch.Tensor, ...], single: bool) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """The structure forward() returned: the one tensor when ``single``, else the tuple."""
+    return outputs[0] if single else outputs
 
 
 @dataclass
@@ -30,6 +40,12 @@ class Graph:
     outputs: tuple[torch.Tensor, ...]
     recording: Recorder
     replay_fn: Callable[[], None]
+    single: bool = False  # forward() returned one tensor, not a tuple
+
+    @property
+    def returned(self) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """The outputs in the structure forward() returned them (what ``live()`` gets)."""
+        return returned(self.outputs, self.single)
 
     def replay(self) -> None:
         self.replay_fn()

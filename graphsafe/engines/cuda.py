@@ -88,12 +88,13 @@ class CudaEngine(Engine):
             # the recorder goes inside: capture_begin's own ops (RNG state set-up) are not forward()'s
             with torch.cuda.graph(graph, pool=pool):
                 with rec:
-                    outs = as_outputs(fn())
+                    out = fn()
+                    outs = as_outputs(out)
         finally:
             if collecting:
                 gc.enable()
         torch.cuda.synchronize(self._device)
-        return Graph(outs, rec, graph.replay)  # the bound replay keeps the CUDAGraph alive
+        return Graph(outs, rec, graph.replay, single=isinstance(out, torch.Tensor))  # the bound replay keeps the CUDAGraph alive
 
     def healthy(self) -> bool:
         """False when the context can no longer run work: a capture left open, a sticky device error

@@ -47,11 +47,12 @@ class EmulatorEngine(Engine):
     def capture(self, fn: Callable[[], Any], *, pool: Any) -> Graph:
         rec = Recorder("emulate")
         with emulated_capture(), rec:
-            outs = as_outputs(fn())
+            out = fn()
+            outs = as_outputs(out)
         program = list(rec.program)
 
         def replay() -> None:
             for step in program:
                 step()
 
-        return Graph(outs, rec, replay)
+        return Graph(outs, rec, replay, single=isinstance(out, torch.Tensor))

@@ -34,9 +34,11 @@ import traceback
 import warnings
 from typing import Any, Sequence
 
+from tqdm import tqdm
+
 from .._version import __version__
 from ..capture.policies import POLICIES
-from ..check import CheckOptions, lookup, names, resolve_target, validate_target
+from ..check import CheckOptions, Progress, lookup, names, resolve_target, validate_target
 from ..engines import ENGINES
 from ..errors import (
     EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, GraphsafeError, TargetFailure, TargetTimeout, UsageError, exit_code,
@@ -207,10 +209,12 @@ def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, 
             latch.check()
             if run_opts.isolate == "target" and i < len(targets):  # the next target's process starts now
                 get_sandbox(classes[targets[i]], engine=check.engine).start(wait=False)
+            print(f"[{i}/{len(targets)}] {_header(name, classes[name], check)}", file=sys.stderr, flush=True)
             print(f"[{i}/{len(targets)}] {name} ... ", end="", file=sys.stderr, flush=True)
             t0 = time.perf_counter()
             try:
-                result = run(classes[name], check, run_opts, label=name)
+                with _ProgressBar(name) as bar:
+                    result = run(classes[name], check, run_opts, label=name, progress=bar.update)
             except GraphsafeError as e:
                 status = max(status, exit_code(e))
                 rows.append((name, _failed_cells(e, columns)))
@@ -241,8 +245,44 @@ def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, 
     return status
 
 
+def _header(name: str, cls: type, check: CheckOptions) -> str:
+    """What is about to be checked: support level, spec, capture policies and examples."""
+    spec = check.spec_for(cls)
+    support = getattr(getattr(cls, "support", None), "name", None) or "UNIFORM_SINGLE_TOKEN_DECODE (not set)"
+    return (f"checking {name} at Support.{support}, CaptureSpec(max_reqs={spec.max_reqs}, max_query_len="
+            f"{spec.max_query_len}, max_seq_len={spec.max_seq_len}, block_size={spec.block_size}), capture "
+            f"{','.join(p.name for p in check.policies)}, {check.examples} examples")
+
+
+class _ProgressBar:
+    """Examples done and finding kinds so far, on stderr, when it is a terminal (tqdm); nothing otherwise."""
+
+    def __init__(self, name: str) -> None:
+        self.bar = None
+        self.name = name
+
+    def __enter__(self) -> "_ProgressBar":
+        return self
+
+    def update(self, p: Progress) -> None:
+        if not sys.stderr.isatty():
+            return
+        if self.bar is None:
+            self.bar = tqdm(total=p.planned, desc=self.name, unit="example", leave=False, file=sys.stderr)
+        self.bar.total = max(self.bar.total or 0, p.examples)
+        self.bar.update(p.examples - self.bar.n)
+        self.bar.set_postfix_str(f"{p.phase}: {', '.join(p.kinds) or 'no finding'}", refresh=True)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _print_findings(results) -> None:
     for result in results:
+        if result.findings or result.notes:
+            print()
+            print(result.header)
         for f in result.findings:
             print()
             print(f"{result.target}: {f.kind.value}" + (" (info)" if f.severity != "error" else ""))

@@ -57,6 +57,7 @@ def split_options(params: dict[str, Any]) -> tuple[CheckOptions, RunOptions]:
 def failure_text(result: CheckResult, header: str | None = None) -> str:
     """What a failing test prints: a head line, then each error finding's summary and fix."""
     lines = [header] if header else []
+    lines.append(result.header)
     kinds = ", ".join(sorted(result.kinds)) or "ok"
     lines.append(f"{result.target} on {result.engine}: {kinds} "
                  f"({result.examples} examples, {result.steps} steps, {result.seconds:.1f}s)")

@@ -16,9 +16,9 @@ import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from ..check import CheckOptions, run_check
+from ..check import CheckOptions, Progress, run_check
 from ..engines.userframe import innermost_user_frame
 from ..errors import TargetTimeout, UsageError
 from ..findings import CheckResult
@@ -120,12 +120,13 @@ def _hard_stop_later(seconds: float) -> None:
             continue
 
 
-def run_here(target: Any, check: CheckOptions, run: RunOptions, *, label: str = "", limit: bool = True) -> CheckResult:
+def run_here(target: Any, check: CheckOptions, run: RunOptions, *, label: str = "", limit: bool = True,
+             progress: Callable[[Progress], None] | None = None) -> CheckResult:
     """``run_check`` under ``run.profile`` and (with ``limit``) ``run.timeout``, then the reports."""
     profile = hypothesis_profile(run.profile) if run.profile else contextlib.nullcontext()
     timer = deadline(run.timeout, label or str(target)) if limit else contextlib.nullcontext()
     with profile, timer:
-        result = run_check(target, check)
+        result = run_check(target, check, progress)
     if run.report_dir is not None:
         write_reports(result, run.report_dir)
     return result

@@ -10,10 +10,10 @@ the check that broke it, instead of failing in a cascade of unrelated errors.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..capture.compare import Tolerance
-from ..check import CheckOptions
+from ..check import CheckOptions, Progress
 from ..contract import CaptureSpec
 from ..engines import Engine
 from ..errors import ContextBroken, ContractError, GraphsafeError
@@ -30,28 +30,31 @@ __all__ = ["run", "check", "RunOptions"]
 _broken_by: list[str] = []
 
 
-def run(target: Any, check: CheckOptions, options: RunOptions = RunOptions(), *, label: str = "") -> CheckResult:
+def run(target: Any, check: CheckOptions, options: RunOptions = RunOptions(), *, label: str = "",
+        progress: Callable[[Progress], None] | None = None) -> CheckResult:
     """One check of ``target``: the :class:`CheckResult`, or a :class:`~graphsafe.errors.GraphsafeError`
-    (usage and contract errors, a target that crashed, hung or broke its CUDA context)."""
+    (usage and contract errors, a target that crashed, hung or broke its CUDA context).  ``progress``
+    is called after every example, from this process, isolated or not."""
     label = label or display_name(target)
     try:
-        return _run(target, check, options, label)
+        return _run(target, check, options, label, progress)
     except ContractError as e:  # found while running: say which target
         if e.message.startswith(label):
             raise
         raise type(e)(f"{label}: {e.message}") from None
 
 
-def _run(target: Any, check: CheckOptions, options: RunOptions, label: str) -> CheckResult:
+def _run(target: Any, check: CheckOptions, options: RunOptions, label: str, progress) -> CheckResult:
     engine = check.engine.name if isinstance(check.engine, Engine) else check.engine
     if options.isolate == "target" and not isinstance(check.engine, Engine):
-        return get_sandbox(target, engine=engine, device=worker_device(engine)).check(check, options, label)
+        box = get_sandbox(target, engine=engine, device=worker_device(engine))
+        return box.check(check, options, label, progress=progress)
     cuda = uses_cuda(engine)
     if cuda and _broken_by:
         raise ContextBroken(f"{label}: CUDA context broken by {_broken_by[0]}; rerun with isolation "
                             "(--isolate, --graphsafe-isolate target)")
     try:
-        result = run_here(target, check, options, label=label)
+        result = run_here(target, check, options, label=label, progress=progress)
     except GraphsafeError:
         _note_broken(cuda, label)
         raise

@@ -129,7 +129,7 @@ def _serve(conn, ref: str, by_class: bool) -> None:
             return
         if not isinstance(req, tuple) or req[0] != "check":
             return
-        reply = _run_request(ref, by_class, req[1], req[2], req[3])
+        reply = _run_request(ref, by_class, req[1], req[2], req[3], conn if req[4] else None)
         try:
             conn.send(reply)
         except (OSError, ValueError):
@@ -138,7 +138,7 @@ def _serve(conn, ref: str, by_class: bool) -> None:
             return  # the next request gets a fresh process
 
 
-def _run_request(ref: str, by_class: bool, check, run, label: str) -> dict[str, Any]:
+def _run_request(ref: str, by_class: bool, check, run, label: str, progress_to) -> dict[str, Any]:
     reply: dict[str, Any] = {"notes": []}
     if run.profile:
         try:
@@ -150,7 +150,8 @@ def _run_request(ref: str, by_class: bool, check, run, label: str) -> dict[str, 
     try:
         target: Any = lookup(ref) if by_class else ref
         # the parent keeps the time: it kills this process when the check overruns
-        result = run_here(target, check, run, label=label, limit=False)
+        report = (lambda p: progress_to.send(("progress", p))) if progress_to is not None else None
+        result = run_here(target, check, run, label=label, limit=False, progress=report)
         reply["result"] = result_to_text(result)
     except GraphsafeError as e:
         reply["error"] = e

@@ -39,7 +39,7 @@ import sys
 import time
 import types
 from multiprocessing.connection import wait as wait_for
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from hypothesis import settings
 
@@ -126,11 +126,13 @@ class Sandbox:
         return self._proc is not None and self._proc.is_alive()
 
     # -- running a check ----------------------------------------------------------------
-    def check(self, check: CheckOptions, run: RunOptions, label: str = "") -> CheckResult:
+    def check(self, check: CheckOptions, run: RunOptions, label: str = "",
+              progress: Callable[[Any], None] | None = None) -> CheckResult:
         """:func:`~graphsafe.frontend.inprocess.run_here` in the child; a CheckResult.
 
         ``run.profile`` is the Hypothesis profile the child loads (None: the profile loaded in
-        this process); ``run.timeout`` bounds the check.  See the module docstring for what it raises.
+        this process); ``run.timeout`` bounds the check; ``progress`` gets the child's progress
+        reports.  See the module docstring for what it raises.
         """
         if run.profile is None:
             run = dataclasses.replace(run, profile=settings.get_current_profile_name())
@@ -139,7 +141,7 @@ class Sandbox:
                              "get the sandbox for that engine (get_sandbox(target, engine=...))")
         check = check.replace(engine=self.engine)
         if self.ref is None:
-            return self._check_here(check, run, label)
+            return self._check_here(check, run, label, progress)
         timeout = run.timeout
         if self.pool is not None:
             self.pool.touched(self)
@@ -149,10 +151,14 @@ class Sandbox:
             if self._starting:
                 self._await_ready(timeout)
             try:
-                self._conn.send(("check", check, run, label or self.name))
+                self._conn.send(("check", check, run, label or self.name, progress is not None))
             except (OSError, ValueError):
                 raise self._crashed() from None
+            end = time.monotonic() + timeout
             reply = self._wait(timeout)
+            while isinstance(reply, tuple) and reply[0] == "progress":
+                progress(reply[1])
+                reply = self._wait(max(end - time.monotonic(), 0.001), deadline_of=timeout)
         except BaseException:
             if self._proc is not None and not (self.alive and self._idle):
                 self._discard()
@@ -188,8 +194,8 @@ class Sandbox:
         """True while the child waits for a request (or is still starting): safe to close."""
         return self._idle or self._starting
 
-    def _check_here(self, check: CheckOptions, run: RunOptions, label: str) -> CheckResult:
-        result = run_here(self.target, check, run, label=label or self.name)
+    def _check_here(self, check: CheckOptions, run: RunOptions, label: str, progress) -> CheckResult:
+        result = run_here(self.target, check, run, label=label or self.name, progress=progress)
         result.notes.append(f"{self.why_not}; it ran in this process without isolation "
                             "(move the class to module level to isolate it)")
         return result
@@ -240,14 +246,15 @@ class Sandbox:
             raise InternalError(f"{self.name}: the sandbox process sent {msg!r} instead of 'ready'")
         self._idle = True
 
-    def _wait(self, timeout: float, starting: bool = False) -> Any:
-        """The next message from the child; TargetCrashed / TargetTimeout otherwise."""
+    def _wait(self, timeout: float, starting: bool = False, deadline_of: float | None = None) -> Any:
+        """The next message from the child within ``timeout`` seconds; TargetCrashed / TargetTimeout otherwise
+        (``deadline_of``: the whole check's timeout, which the message names)."""
         self._idle = False
         deadline = time.monotonic() + float(timeout)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise self._timed_out(timeout, starting)
+                raise self._timed_out(deadline_of or timeout, starting)
             ready = wait_for([self._conn, self._proc.sentinel], timeout=min(left, 1.0))
             if self._conn in ready or self._conn.poll(0):
                 try:
@@ -256,7 +263,7 @@ class Sandbox:
                     raise self._crashed() from None
                 except Exception as e:  # noqa: BLE001 - a message cut short by the child's death
                     raise self._crashed(f" (its last message was cut short: {type(e).__name__})") from None
-                self._idle = True
+                self._idle = not (isinstance(msg, tuple) and msg and msg[0] == "progress")  # still checking
                 return msg
             if self._proc.sentinel in ready:
                 raise self._crashed()
