@@ -140,6 +140,23 @@ class Evidence:
         return self._scratch(history=False)
 
     @functools.cached_property
+    def capture_batch_launches(self) -> list[Launch]:
+        """What an eager forward() launches for the capture batch itself, on a fresh instance run the way the
+        capture ran (prepare, warm-up, pre-screen, then the recorded call): the control for a launch diff."""
+        ctx = self.ctx
+        inst = ctx.target_cls()
+        call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)
+        ctx.session.share_constants(inst)
+        randomise_static(inst, ctx.seed)
+        call_target("prepare(batch) [diagnosis]", inst.prepare, ctx.info.batch)
+        for _ in range(2):
+            call_target("forward() [diagnosis]", inst.forward)
+        with Recorder("observe") as rec:
+            call_target("forward() [diagnosis]", inst.forward)
+        ctx.engine.synchronize()
+        return rec.launches
+
+    @functools.cached_property
     def fresh_unpadded_scratch(self) -> ScratchRun:
         """Eager run of only this step, unpadded but poisoned like the others, on a fresh instance."""
         return self._scratch(history=False, padded=False)

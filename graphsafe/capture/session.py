@@ -77,8 +77,11 @@ class CaptureSession:
         self.capture_error: CaptureContext | None = None
         self.constant_paths: dict[str, torch.Tensor] = {}  # attribute path -> a constant buffer
         # (kernel, argument) pairs known to be written; learning them clones every argument of every
-        # warm-up launch, so sessions after the first reuse what the first one learned
+        # warm-up launch, so sessions after the first reuse what the first one learned.  Within a session
+        # every size uses what any size's warm-up learned: a warm-up that rewrites identical bytes (the
+        # same capture inputs at a smaller size) shows no write of its own
         self.known_writes = known_writes
+        self._learned: set = set(known_writes or ())
         self.target = target_cls()
         with torch.no_grad():
             call_target("setup(spec, device)", self.target.setup, spec, engine.device)
@@ -115,8 +118,8 @@ class CaptureSession:
         pre_warm = Snapshot(now)
         wrec = call_target("forward() (warm-up)", lambda: eng.warmup(
             g.forward, skip_keys=self.static_keys, learn=self.known_writes is None))
-        if self.known_writes is not None:
-            wrec.kernel_writes |= self.known_writes
+        self._learned |= wrec.kernel_writes
+        wrec.kernel_writes |= self._learned
         # forward() ran eagerly just now: what fails here is the pre-screen's host-sync check
         # (the engine raises CaptureError), or the target failing a second call
         call_target("forward() (pre-screen)", eng.prescreen, g.forward)

@@ -169,7 +169,7 @@ def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress],
             learned = learned if learned is not None else session.learned_writes()
             runner = p.runner(session, known_writes=learned)
             strategy = session_plans(p.spec, support, sizes, session.infos[max(session.graphs)].batch, options.steps)
-        found += _search(p, runner, strategy, phase, counter, t0)
+        found += _search(p, runner, strategy, phase, counter, t0) + runner.infos
         counter["steps"] += runner.steps_run
         runner = session = None  # the phase's graphs and target instance go before the next phase's are made
     result = p.result

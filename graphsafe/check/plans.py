@@ -23,8 +23,7 @@ from ..contract import Batch, CaptureSpec, Support
 __all__ = ["Plan", "Phase", "phases", "session_plans", "drawn_plans"]
 
 #: each policy's share of a check's examples when several are explored
-_SHARES = {"worst": 0.5, "ascending": 0.1, "minimal": 0.25, "drawn": 0.15}
-_MIN_EXAMPLES = 2
+_SHARES = {"worst": 0.5, "minimal": 0.25, "drawn": 0.15, "ascending": 0.1}
 
 
 @dataclass(frozen=True)
@@ -45,12 +44,20 @@ class Phase:
 
 
 def phases(policies: Sequence[CapturePolicy], examples: int) -> list[Phase]:
-    """The check's phases: every example to a single policy, else each policy its share (at least 2)."""
-    if len(policies) == 1:
-        return [Phase(policies[0], examples)]
-    weights = [_SHARES.get(p.name, 0.5) for p in policies]
-    total = sum(weights)
-    return [Phase(p, max(_MIN_EXAMPLES, math.ceil(examples * w / total))) for p, w in zip(policies, weights)]
+    """The check's phases, in the given order, sharing exactly ``examples`` examples.
+
+    Each policy gets its share (worst case a half, minimal a quarter, drawn and ascending the rest) and
+    at least one; with fewer examples than policies, the policies that matter most run (worst, minimal,
+    drawn, ascending).
+    """
+    ranked = sorted(policies, key=lambda p: -_SHARES.get(p.name, 0.5))[:examples]
+    weights = {p.name: _SHARES.get(p.name, 0.5) for p in ranked}
+    total = sum(weights.values())
+    counts = {n: 1 + math.floor((examples - len(ranked)) * w / total) for n, w in weights.items()}
+    left = examples - sum(counts.values())
+    for n in sorted(weights, key=lambda n: -weights[n])[:left]:  # what rounding left goes to the largest shares
+        counts[n] += 1
+    return [Phase(p, counts[p.name]) for p in policies if p.name in counts]
 
 
 def session_plans(spec: CaptureSpec, support: Support, sizes: Sequence[int], capture: Batch,

@@ -42,6 +42,7 @@ class ExampleRunner:
         self.cls, self.name, self.spec, self.engine, self.main = cls, name, spec, engine, main
         self.enabled, self.comparator, self.known_writes = enabled, comparator, known_writes
         self.steps_run = 0
+        self.infos: list[Finding] = []  # info-severity findings (they do not fail an example)
 
     def run(self, plan: Plan) -> Finding | None:
         """The example's finding, or None."""
@@ -126,6 +127,9 @@ class ExampleRunner:
                 f, probe = diagnose(ctx)
                 if probe and probe not in self.enabled:
                     return None  # explained by a probe this check does not report
+                if f.severity != "error":  # worth knowing, not a failure: the example goes on
+                    self.infos.append(self._finish(f, probe, ctx))
+                    continue
                 return self._finish(f, probe, ctx)
         return None
 

@@ -6,10 +6,10 @@ kind                       detected in                                 stage
 capture-failure            ``probes/capture_failure.py``               capture
 stale-pointer              ``probes/stale_pointer.py``                 step
 nondeterministic-replay    ``probes/nondeterministic_replay.py``       step
-output-not-written         ``probes/output_not_written.py``            diagnose
 lazy-init                  ``probes/lazy_init.py``                     diagnose
 unpersisted-metadata       ``probes/unpersisted_metadata.py``          diagnose
 frozen-host-value          ``probes/frozen_host_value.py``             diagnose
+output-not-written         ``probes/output_not_written.py``            diagnose
 stale-padding              ``probes/stale_padding.py``                 diagnose
 =========================  ==========================================  =========
 
@@ -70,10 +70,10 @@ PROBES: dict[str, Probe] = {
         capture_failure,
         stale_pointer,
         nondeterministic_replay,
-        output_not_written,
         lazy_init,
         unpersisted_metadata,
-        frozen_host_value,
+        frozen_host_value,  # before output-not-written: a frozen launch count explains an unwritten output
+        output_not_written,
         stale_padding,
     ])
 }

@@ -61,14 +61,16 @@ def _input_paths(ctx) -> set[str]:
     }
 
 
-def _unwritten_buffers(ctx, fresh) -> list[str]:
-    """Input buffers that prepare left (partly) unwritten: NaN poison survives past the batch."""
+def _unwritten_rows(ctx, fresh) -> dict[str, tuple[int, int]]:
+    """Input buffers that prepare left (partly) unwritten, by the rows where the NaN poison survives."""
     inputs = _input_paths(ctx)
-    out = []
-    for path, t in fresh.buffers_after_prepare.items():
-        if path in inputs and t.dtype.is_floating_point and bool(t.isnan().any()):
-            out.append(path + _rows(t.isnan()))
-    return out
+    return {path: _row_span(t.isnan()) for path, t in fresh.buffers_after_prepare.items()
+            if path in inputs and t.dtype.is_floating_point and bool(t.isnan().any())}
+
+
+def _unwritten_buffers(ctx, fresh) -> list[str]:
+    """Input buffers that prepare left (partly) unwritten, named with the rows (``self.lens[1:2]``)."""
+    return [f"{path}[{first}:{last + 1}]" for path, (first, last) in _unwritten_rows(ctx, fresh).items()]
 
 
 def run(ctx: StepContext) -> Finding | None:
@@ -85,8 +87,12 @@ def run(ctx: StepContext) -> Finding | None:
     fresh_m = ev.scratch_mismatches(ev.fresh_scratch)
     m = hist_m[0]
     if fresh_m:
-        if ev.scratch_mismatches(ev.fresh_unpadded_scratch):
-            return None  # the same step unpadded differs too: the poison shows a read of unwritten data
+        unwritten = _unwritten_rows(ctx, ev.fresh_scratch)
+        if unwritten:  # prepare() leaves input rows unwritten: padding only if they all lie past the live requests
+            if any(first < padded.num_reqs for first, _ in unwritten.values()):
+                return None  # live rows unwritten: another cause (a planner, metadata written elsewhere)
+        elif ev.scratch_mismatches(ev.fresh_unpadded_scratch):
+            return None  # the same step unpadded differs too: not the padding
         msg = (
             f"padding ({slots}) changes live results even without history: {m.tensor} differs "
             f"({m.count}/{m.total}, max abs {m.max_abs:.3g}) when the same batch runs padded"

@@ -65,7 +65,9 @@ def capture_plan(f: Finding) -> dict[str, Any]:
     else:
         source = "finding.details" if sizes is not None else "unknown"
     worst: bool | None = None
-    if "drawn_capture" in f.details:
+    if "capture_policy" in f.details:
+        worst = f.details["capture_policy"] in ("worst", "ascending")
+    elif "drawn_capture" in f.details:
         worst = not bool(f.details["drawn_capture"])
     elif f.capture_batch is not None and f.spec is not None:
         size = f.capture_size or f.capture_batch.num_slots
@@ -92,7 +94,10 @@ def _probes_for(kind: str, probe: str) -> list[str] | None:
 def recipe_from_data(data: dict[str, Any]) -> dict[str, Any]:
     """The replay recipe for the data of a ``finding.json`` (plain JSON, no floats but tolerances)."""
     details = data.get("details") or {}
-    drawn = data.get("capture_is_worst_case") is False and data.get("capture_batch") is not None
+    policy = details.get("capture_policy")
+    rebuild = policy if policy in _REBUILDABLE else None
+    # a capture no policy name rebuilds (drawn, or the engine's own function) travels as its batch
+    drawn = rebuild is None and data.get("capture_is_worst_case") is False and data.get("capture_batch") is not None
     options = {k: details[k] for k in ("rtol", "atol", "bitwise") if details.get(k) is not None}
     hints = data.get("target_import") or {}
     return {
@@ -104,7 +109,7 @@ def recipe_from_data(data: dict[str, Any]) -> dict[str, Any]:
         "steps": list(data.get("batches") or []),
         "failing_step": data.get("step", -1),
         "capture_batch": data["capture_batch"] if drawn else None,
-        "capture": details.get("capture_policy") if details.get("capture_policy") in _REBUILDABLE else None,
+        "capture": rebuild,
         "capture_size": int(data.get("capture_size") or 0) or None,
         "capture_sizes": list(data.get("capture_sizes") or []),
         "probes": _probes_for(data["kind"], data.get("probe") or ""),

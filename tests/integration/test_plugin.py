@@ -83,7 +83,8 @@ def test_one_item_per_target_passes_or_fails_with_the_finding(gs):
     assert "graphsafe[mymod:Fresh] FAILED" in out
     assert "graphsafe: 2 target(s), engine emulate, profile fast, 5 examples" in out
     text = failure_sections(result)["graphsafe[mymod:Fresh]"]
-    assert text.startswith("mymod:Fresh\nmymod:Fresh on emulate: stale-pointer")
+    assert text.startswith("mymod:Fresh\nmymod:Fresh on emulate at Support.ALWAYS (max_reqs=2, ")
+    assert "\nmymod:Fresh on emulate: stale-pointer" in text
     assert "stale-pointer: the graph reads freed memory" in text
     assert "at: self.lens" in text  # the path
     assert re.search(r"step 0: Batch\(q=\[\d+(, \d+)*\], seq=", text)  # the minimal step sequence

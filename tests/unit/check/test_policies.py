@@ -46,9 +46,16 @@ def test_unknown_policies_are_usage_errors():
         CheckOptions(capture="best")
 
 
-def test_examples_are_shared_between_phases_each_getting_some():
+def test_phases_share_exactly_the_examples_asked_for():
     split = phases(resolve_capture("explore"), 50)
-    assert [p.policy.name for p in split] == list(EXPLORE)
-    assert [p.examples for p in split] == [25, 5, 13, 8]
-    assert [p.examples for p in phases(resolve_capture("explore"), 1)] == [2, 2, 2, 2]
+    assert [p.policy.name for p in split] == list(EXPLORE)  # the order they run in
+    assert [p.examples for p in split] == [25, 5, 13, 7] and sum(p.examples for p in split) == 50
+    for n in range(1, 30):
+        assert sum(p.examples for p in phases(resolve_capture("explore"), n)) == n
+
+
+def test_with_few_examples_the_policies_that_matter_most_run():
+    assert [(p.policy.name, p.examples) for p in phases(resolve_capture("explore"), 2)] == [("worst", 1), ("minimal", 1)]
+    assert [(p.policy.name, p.examples) for p in phases(resolve_capture("explore"), 3)] == [
+        ("worst", 1), ("minimal", 1), ("drawn", 1)]
     assert [p.examples for p in phases(resolve_capture("minimal"), 7)] == [7]

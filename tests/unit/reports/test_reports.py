@@ -632,8 +632,8 @@ class Clamped(Persistent):
         return self.out
 
 
-def _check(target, root):
-    return graphsafe.check(target, engine="emulate", examples=10, seed=0, database=False, report_dir=root)
+def _check(target, root, **kw):
+    return graphsafe.check(target, engine="emulate", examples=10, seed=0, database=False, report_dir=root, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -708,11 +708,16 @@ def test_capture_failure_repro_exits_1_then_0_once_fixed(tmp_path):
     assert reports.repro_main(_retarget(report, tmp_path, "tests.unit.reports.test_reports:Persistent")) == 0
 
 
-def test_drawn_capture_repro_exits_1_then_0_once_fixed(tmp_path):
-    result = _check(Clamped, tmp_path)
+@pytest.mark.parametrize("capture", ["drawn", "minimal"])
+def test_a_capture_other_than_the_worst_case_repro_exits_1_then_0_once_fixed(tmp_path, capture):
+    result = _check(Clamped, tmp_path, capture=capture)
     assert result.kinds == {"frozen-host-value"}, result.summary()
     report = Path(result.findings[0].report_dir)
     assert jsonio.read_data(report)["capture_is_worst_case"] is False
-    assert recipe_of((report / "repro.py").read_text())["capture_batch"] is not None
+    recipe = recipe_of((report / "repro.py").read_text())
+    if capture == "drawn":  # the drawn batch travels in the recipe
+        assert recipe["capture_batch"] is not None
+    else:  # a named policy is rebuilt by name
+        assert recipe["capture_batch"] is None and recipe["capture"] == "minimal"
     assert reports.repro_main(report) == 1
     assert reports.repro_main(_retarget(report, tmp_path, "tests.unit.reports.test_reports:Persistent")) == 0
