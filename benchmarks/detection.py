@@ -1,7 +1,14 @@
-"""Examples and seconds to the first finding for every buggy reference variant (median of seeds),
-and findings on every fixed variant over many examples.  Also the README's variant x engine table.
+"""Recall and precision of graphsafe on the reference variants and the hazard targets, per engine.
 
-    python benchmarks/detection.py [--engine E] [--seeds 5] [--examples 200] [--fixed-examples 2000]
+    python benchmarks/detection.py [--engine E] [--suite reference|hazards|all] [--seeds 5] [--examples 50]
+                                   [--fixed-examples 200] [--rate-seeds 20] [--only NAME ...]
+
+For every buggy target and seed: the finding kinds.  *Recall*: the expected kind was found in every
+seed.  *Precision*: the kinds were exactly the expected set in every seed (no wrong or extra kind).
+Every safe target (fixed variant, safe twin) is checked with ``--fixed-examples`` examples and must
+get no finding.  The hazards that need a capture other than the worst case largest first (a drawn
+or minimal capture batch, ascending capture order) also get a seed-to-seed detection rate over
+``--rate-seeds`` seeds at ``--examples`` examples.  Results: ``benchmarks/results/detection-<engine>-<machine>.json``.
 """
 
 from __future__ import annotations
@@ -14,80 +21,106 @@ import _util  # noqa: F401  (sets up the interpreter before kernels are imported
 
 import graphsafe
 from graphsafe import reference
+from tests.targets import hazards
 
 
-def run(engine: str, seeds: int, examples: int, fixed_examples: int, only: list[str] | None, out=None) -> dict:
+def targets(suite: str) -> list[tuple[str, type, frozenset[str]]]:
+    """(name, class, expected kinds) for the suite; safe targets expect the empty set."""
+    out = []
+    if suite in ("reference", "all"):
+        for name in reference.names():
+            cls = reference.resolve(name)
+            out.append((name, cls, frozenset({cls.expected}) if cls.expected else frozenset()))
+    if suite in ("hazards", "all"):
+        for cls, kinds in hazards.EXPECTED.items():
+            out.append((hazards.label(cls), cls, kinds))
+        for cls in hazards.SAFE:
+            out.append((hazards.label(cls), cls, frozenset()))
+    return out
+
+
+def check(cls: type, engine: str, examples: int, seed: int) -> tuple[set[str], list[dict], float]:
+    t = time.perf_counter()
+    r = graphsafe.check(cls, engine=engine, examples=examples, database=False, seed=seed)
+    found = [{"kind": f.kind.value, "where": f.where, "message": f.message,
+              "capture_policy": f.details.get("capture_policy"), "examples_to_find": f.examples_to_find}
+             for f in r.errors]
+    return set(r.kinds), found, time.perf_counter() - t
+
+
+def run(a: argparse.Namespace) -> dict:
+    eng = graphsafe.engines.get_engine(a.engine)
+    meta = {"engine": eng.name, "suite": a.suite, "seeds": a.seeds, "examples": a.examples,
+            "fixed_examples": a.fixed_examples, "rate_seeds": a.rate_seeds}
     rows = []
-    eng = graphsafe.engines.get_engine(engine)
-    meta = {"engine": eng.name, "seeds": seeds, "examples": examples, "fixed_examples": fixed_examples}
-    for name in only or reference.names():
-        cls = reference.resolve(name)
-        expected = cls.expected
-        # compile kernels and capture once, outside the timings ("kernels already compiled")
-        graphsafe.check(name, engine=engine, examples=1, database=False, seed=12345, probes=["stale-pointer"])
-        if expected is None:
-            t = time.perf_counter()
-            r = graphsafe.check(name, engine=engine, examples=fixed_examples, database=False, seed=0)
-            for o in r.errors:
-                print(f"  unexpected on a fixed variant:\n{o.summary()}\n{(o.error or '')[-3000:]}", flush=True)
-            rows.append({
-                "variant": name, "expected": None, "kinds": sorted(r.kinds), "examples": r.examples,
-                "steps": r.steps, "seconds": round(time.perf_counter() - t, 2), "ok": r.ok,
-            })
+    capture_dependent = {hazards.label(c) for c in hazards.CAPTURE_DEPENDENT} | {"triton_mla:capture_max_seq_len"}
+    for name, cls, expected in targets(a.suite):
+        if a.only and name not in a.only:
+            continue
+        if not expected:
+            kinds, found, secs = check(cls, a.engine, a.fixed_examples, 0)
+            rows.append({"target": name, "expected": [], "kinds": sorted(kinds), "ok": not kinds, "found": found,
+                         "seconds": round(secs, 2)})
         else:
-            per_seed = []
+            seeds = a.rate_seeds if name in capture_dependent else a.seeds
+            per = []
             for s in range(seeds):
-                r = graphsafe.check(name, engine=engine, examples=examples, database=False, seed=s)
-                f = next((f for f in r.errors if f.kind.value == expected), None)
-                # a finding of another kind is a miss to explain: keep what it said
-                others = [{"kind": o.kind.value, "message": o.message, "where": o.where,
-                           "capture_batch": repr(o.capture_batch) if o.capture_batch is not None else None,
-                           "error": (o.error or "")[-3000:]}
-                          for o in r.errors if o.kind.value != expected]
-                for o in others:
-                    print(f"  seed {s}: unexpected {o['kind']}: {o['message']} at {o['where']}\n"
-                          f"    capture batch: {o['capture_batch']}\n{o['error']}", flush=True)
-                per_seed.append({
-                    "seed": s, "kinds": sorted(r.kinds),
-                    "examples_to_find": f.examples_to_find if f else None,
-                    "seconds_to_find": round(f.seconds_to_find, 3) if f else None,
-                    **({"unexpected": others} if others else {}),
-                })
-            found = [p for p in per_seed if p["examples_to_find"] is not None]
+                kinds, found, secs = check(cls, a.engine, a.examples, s)
+                per.append({"seed": s, "kinds": sorted(kinds), "found": found, "seconds": round(secs, 2)})
+            hit = [p for p in per if expected <= set(p["kinds"])]
+            exact = [p for p in per if set(p["kinds"]) == expected]
+            steps = [f["examples_to_find"] for p in hit for f in p["found"] if f["kind"] in expected]
             rows.append({
-                "variant": name, "expected": expected,
-                "kinds": sorted({k for p in per_seed for k in p["kinds"]}),
-                "ok": all(p["kinds"] == [expected] for p in per_seed),
-                "median_examples": statistics.median(p["examples_to_find"] for p in found) if found else None,
-                "median_seconds": statistics.median(p["seconds_to_find"] for p in found) if found else None,
-                "seeds": per_seed,
+                "target": name, "expected": sorted(expected), "capture_dependent": name in capture_dependent,
+                "kinds": sorted({k for p in per for k in p["kinds"]}),
+                "recall": len(hit) / len(per), "precision": len(exact) / len(per), "ok": len(exact) == len(per),
+                "median_examples": statistics.median(steps) if steps else None, "seeds": per,
             })
         row = rows[-1]
-        print(f"{name:36s} expected={row['expected']} got={row['kinds']} ok={row['ok']} "
-              f"{'median examples=%s seconds=%s' % (row.get('median_examples'), row.get('median_seconds')) if expected else 'examples=%d' % row['examples']}",
+        print(f"{name:40s} expected={','.join(row['expected']) or 'none':24s} got={','.join(row['kinds']) or 'none':40s} "
+              + (f"recall={row['recall']:.2f} precision={row['precision']:.2f}" if row["expected"] else f"ok={row['ok']}"),
               flush=True)
-        _util.write(f"detection-{eng.name}", {**meta, "rows": rows}, out)  # after every row: a cut-off run keeps its rows
-    return {**meta, "rows": rows}
+        _util.write(f"detection-{eng.name}", {**meta, "rows": rows}, a.out)  # a cut-off run keeps its rows
+    return {**meta, "rows": rows, "summary": summary(rows)}
+
+
+def summary(rows: list[dict]) -> dict:
+    buggy = [r for r in rows if r["expected"]]
+    safe = [r for r in rows if not r["expected"]]
+    dep = [r for r in buggy if r.get("capture_dependent")]
+    return {
+        "buggy": len(buggy),
+        "recall": sum(r["recall"] == 1 for r in buggy),  # targets found in every seed
+        "precision": sum(r["precision"] == 1 for r in buggy),  # targets with exactly the expected kinds, every seed
+        "safe": len(safe), "false_positives": sum(not r["ok"] for r in safe),
+        "capture_dependent_rates": {r["target"]: f"{round(r['recall'] * len(r['seeds']))}/{len(r['seeds'])}" for r in dep},
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", default="auto")
+    ap.add_argument("--suite", default="all", choices=("reference", "hazards", "all"))
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--examples", type=int, default=200)
-    ap.add_argument("--fixed-examples", type=int, default=2000)
+    ap.add_argument("--examples", type=int, default=50, help="examples per check (graphsafe's default: 50)")
+    ap.add_argument("--fixed-examples", type=int, default=200)
+    ap.add_argument("--rate-seeds", type=int, default=20, help="seeds for the capture-dependent hazards")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    data = run(a.engine, a.seeds, a.examples, a.fixed_examples, a.only, a.out)
-    print("\n| variant | expected | found | median examples to find | median s to find |")
+    data = run(a)
+    _util.write(f"detection-{data['engine']}", data, a.out)
+    s = data["summary"]
+    print(f"\nrecall {s['recall']}/{s['buggy']}  precision {s['precision']}/{s['buggy']}  "
+          f"false positives {s['false_positives']}/{s['safe']}  capture-dependent: {s['capture_dependent_rates']}")
+    print("\n| target | expected | found | recall | precision |")
     print("|---|---|---|---|---|")
     for r in data["rows"]:
         found = ", ".join(r["kinds"]) or "none"
         if r["expected"]:
-            print(f"| {r['variant']} | {r['expected']} | {found} | {r['median_examples']} | {r['median_seconds']} |")
+            print(f"| {r['target']} | {', '.join(r['expected'])} | {found} | {r['recall']:.2f} | {r['precision']:.2f} |")
         else:
-            print(f"| {r['variant']} | none | {found} ({r['examples']} examples) | - | - |")
+            print(f"| {r['target']} | none | {found} | - | - |")
 
 
 if __name__ == "__main__":

@@ -15,14 +15,14 @@ the recorder) -> the base modules ``contract``, ``findings``, ``errors`` and ``v
 
 from ._version import __version__
 from .capture.compare import Tolerance
-from .check import AuditResult, CheckOptions, audit, reproduce
+from .check import AuditResult, CheckOptions, reproduce
 from .contract import Batch, CaptureSpec, Support, Target, capturing
 from .errors import (
     CaptureError, ContextBroken, ContractError, GraphsafeError, InternalError, SpecError, TargetCrashed,
     TargetFailure, TargetRaised, TargetTimeout, UsageError,
 )
 from .findings import CheckResult, Finding, FindingError, FindingKind, Mismatch
-from .frontend.runner import check
+from .frontend.runner import audit, check
 from .probes import PROBES
 from .values import derive_seed, seeded
 

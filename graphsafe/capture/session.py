@@ -68,6 +68,7 @@ class CaptureSession:
         policy: CapturePolicy = POLICIES["worst"],
         capture_batch: Batch | None = None,
         known_writes: set | None = None,
+        support: Support | None = None,
     ):
         self.target_cls, self.spec, self.engine, self.policy = target_cls, spec, engine, policy
         self.sizes = tuple(sorted(set(sizes)))
@@ -87,7 +88,7 @@ class CaptureSession:
             call_target("setup(spec, device)", self.target.setup, spec, engine.device)
             self.static_keys = static_keys(self.target)
             self.pool = engine.new_pool()
-            support = Support(getattr(target_cls, "support", Target.support))
+            support = support if support is not None else Support(getattr(target_cls, "support", Target.support))
             for size in sorted(self.sizes, reverse=not policy.ascending):
                 batch = (capture_batch.padded(size) if capture_batch is not None
                          else policy.batch_for(spec, support, size))

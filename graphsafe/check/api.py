@@ -45,6 +45,7 @@ class Prepared:
     name: str
     spec: CaptureSpec
     engine: Engine
+    support: Support
     enabled: set[str]
     options: CheckOptions
     result: CheckResult
@@ -55,7 +56,7 @@ class Prepared:
 
     def runner(self, main: CaptureSession | None, known_writes: set | None = None) -> ExampleRunner:
         return ExampleRunner(self.cls, self.name, self.spec, self.engine, main, self.enabled,
-                             Comparator(self.spec, self.options.tolerance), known_writes)
+                             Comparator(self.spec, self.options.tolerance), known_writes, self.support)
 
 
 def prepared(target: Any, options: CheckOptions) -> Prepared:
@@ -66,13 +67,13 @@ def prepared(target: Any, options: CheckOptions) -> Prepared:
     engine = get_engine(options.engine, options.device)
     # a failed capture is always reported: without a graph nothing else can be checked
     enabled = options.enabled | {FindingKind.CAPTURE_FAILURE.value}
-    support = Support(getattr(cls, "support", Target.support))
+    support = options.support_for(cls)
     result = CheckResult(target=name, engine=engine.name, spec=spec, probes=tuple(sorted(options.enabled)),
                          support=support.name)
-    if not any("support" in vars(k) for k in cls.__mro__ if k not in (Target, object)):
+    if options.support is None and not any("support" in vars(k) for k in cls.__mro__ if k not in (Target, object)):
         result.notes.append(f"{name} does not set support: checked at the lowest level, Support.{support.name}; "
                             "declare the level the backend's graphs serve (graphsafe audit tells the highest safe one)")
-    return Prepared(cls, name, spec, engine, enabled, options, result)
+    return Prepared(cls, name, spec, engine, support, enabled, options, result)
 
 
 def _session(p: Prepared, sizes: tuple[int, ...], policy: CapturePolicy,
@@ -80,7 +81,8 @@ def _session(p: Prepared, sizes: tuple[int, ...], policy: CapturePolicy,
     """The phase's session, or None with the result's finding set when it could not capture."""
     try:
         with np.errstate(all="ignore"):
-            session = CaptureSession(p.cls, p.spec, p.engine, sizes, policy=policy, known_writes=known_writes)
+            session = CaptureSession(p.cls, p.spec, p.engine, sizes, policy=policy, known_writes=known_writes,
+                                     support=p.support)
     except TargetRaised as e:
         p.result.findings.append(p.finish(target_error(e)))
         return None
@@ -149,7 +151,7 @@ def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress],
     t0 = time.perf_counter()
     p = prepared(target, options)
     sizes = options.sizes_for(p.spec)
-    support = Support(getattr(p.cls, "support", Target.support))
+    support = p.support
     plan = phases(options.policies, options.examples)
     counter: dict[str, Any] = {"n": 0, "first": {}, "t": {}, "steps": 0, "planned": sum(ph.examples for ph in plan),
                                "progress": progress}

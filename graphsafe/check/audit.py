@@ -1,68 +1,145 @@
 """Which batches can one captured graph of a target safely serve?  The support-level audit.
 
-Serving engines ask each attention backend how far its CUDA graphs can be trusted
-(``Support``: single-token decode, uniform batches, any mix), and those levels are declared by
-hand.  :func:`audit` checks the target at every level, with the same machinery as a check (one
-search per level), and compares the highest safe level with the declared one.
+Serving engines ask each attention backend how far its CUDA graphs can be trusted (``Support``:
+single-token decode, uniform batches, any mix), and those levels are declared by hand.  An audit
+checks the target on every *batch kind* under every *capture policy* the engines use, one check per
+cell with the checker's own machinery, and compares the highest safe level with the declared one::
+
+    batch kind          level                         batches
+    decode              UNIFORM_SINGLE_TOKEN_DECODE   every request one query token
+    uniform q=2..4      UNIFORM_BATCH                 every request 1 + k tokens (speculative decoding)
+    mixed               ALWAYS                        prefill and decode mixed, padded
+
+A level is safe when every batch kind it serves is safe under every capture policy audited.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from ..contract import Support
+from ..contract import CaptureSpec, Support
+from ..errors import UsageError
 from ..findings import CheckResult, Finding, FindingKind
 from .api import run_check
 from .options import CheckOptions
-from .targets import resolve_target, target_name, validate_target
+from .targets import resolve_target, validate_target
 
-__all__ = ["audit", "AuditResult", "LEVELS"]
+__all__ = ["audit", "AuditResult", "Cell", "batch_kinds", "AUDIT_CAPTURE"]
 
-#: the levels an audit checks, lowest first
-LEVELS = (Support.UNIFORM_SINGLE_TOKEN_DECODE, Support.UNIFORM_BATCH, Support.ALWAYS)
+#: the capture policies an audit runs each batch kind under, unless told otherwise
+AUDIT_CAPTURE = ("worst", "minimal")
+_UNIFORM_K = (1, 2, 3)  # speculative tokens: query length 1 + k
 
 
-def _at_level(cls: type, level: Support) -> type:
-    """``cls`` declaring ``level`` (same name, so findings and reports name the target itself)."""
-    return type(cls.__name__, (cls,), {"support": level, "__module__": cls.__module__,
-                                       "__qualname__": cls.__qualname__, "name": target_name(cls)})
+@dataclass(frozen=True)
+class BatchKind:
+    """One row of the audit: a name, the level whose graphs serve it, and the spec it is checked with."""
+
+    name: str
+    level: Support
+    spec: CaptureSpec
+
+
+def batch_kinds(spec: CaptureSpec) -> list[BatchKind]:
+    """The rows for a target's spec: decode, uniform q = 1 + k (k = 1..3, as the sequence length allows),
+    and mixed prefill/decode (query lengths up to 4 or the spec's own)."""
+    rows = [BatchKind("decode", Support.UNIFORM_SINGLE_TOKEN_DECODE, dataclasses.replace(spec, max_query_len=1))]
+    for k in _UNIFORM_K:
+        if 1 + k <= spec.max_seq_len:
+            rows.append(BatchKind(f"uniform q={1 + k}", Support.UNIFORM_BATCH,
+                                  dataclasses.replace(spec, max_query_len=1 + k)))
+    mixed_q = min(max(spec.max_query_len, 1 + _UNIFORM_K[-1]), spec.max_seq_len)
+    rows.append(BatchKind("mixed", Support.ALWAYS, dataclasses.replace(spec, max_query_len=mixed_q)))
+    return rows
+
+
+@dataclass
+class Cell:
+    """One batch kind under one capture policy: the check's verdict and its first finding."""
+
+    kind: str
+    level: Support
+    capture: str
+    result: CheckResult
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    @property
+    def first(self) -> Finding | None:
+        return self.result.errors[0] if self.result.errors else None
 
 
 @dataclass
 class AuditResult:
-    """Per level, the check's result; the highest level that is safe, the declared one, and the verdict."""
+    """The audit's table (batch kind x capture policy), the highest safe level, the declared one, the verdict."""
 
     target: str
     declared: Support
-    results: dict[Support, CheckResult] = field(default_factory=dict)
+    captures: tuple[str, ...]
+    cells: list[Cell] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
 
-    @property
-    def safe(self) -> Support:
-        """The highest level whose check, and every lower level's, found nothing (NEVER when none)."""
+    def safe_for(self, capture: str | None = None) -> Support:
+        """The highest level all of whose batch kinds passed (under ``capture``, or every policy)."""
         best = Support.NEVER
-        for level in LEVELS:
-            r = self.results.get(level)
-            if r is None or not r.ok:
+        for level in (Support.UNIFORM_SINGLE_TOKEN_DECODE, Support.UNIFORM_BATCH, Support.ALWAYS):
+            cells = [c for c in self.cells if c.level == level and (capture is None or c.capture == capture)]
+            if not cells or not all(c.ok for c in cells):
                 break
             best = level
         return best
+
+    @property
+    def safe(self) -> Support:
+        """The highest level safe under every capture policy audited."""
+        return self.safe_for(None)
 
     @property
     def ok(self) -> bool:
         """True unless the declared level is higher than the safe one."""
         return not [f for f in self.findings if f.severity == "error"]
 
+    @property
+    def checks(self) -> int:
+        return len(self.cells)
 
-def audit(target: Any, options: CheckOptions = CheckOptions()) -> AuditResult:
-    """Check ``target`` at every support level and compare the safe level with the declared one.
+    @property
+    def examples(self) -> int:
+        return sum(c.result.calls for c in self.cells)
 
-    The result's findings hold one ``support-mismatch``: an error when the declared level is higher
-    than the highest safe one (naming the level and finding that break it), info when a higher level
-    than the declared one is safe too.
+    def table(self) -> list[dict[str, Any]]:
+        """One row per batch kind: its level, and per capture policy the verdict (``ok`` or the first
+        finding's kind) with that finding's message."""
+        rows: dict[str, dict[str, Any]] = {}
+        for c in self.cells:
+            row = rows.setdefault(c.kind, {"batch kind": c.kind, "level": c.level.name, "cells": {}})
+            f = c.first
+            row["cells"][c.capture] = {"verdict": "ok" if f is None else f.kind.value,
+                                       "finding": "" if f is None else f.message, "examples": c.result.calls}
+        return list(rows.values())
+
+    def summary(self) -> str:
+        lines = [f"{self.target}: declared Support.{self.declared.name}, highest safe Support.{self.safe.name} "
+                 f"({self.checks} checks, {self.examples} examples, {self.seconds:.1f}s)"]
+        lines += [f"  {f.severity}: {f.message}" for f in self.findings]
+        return "\n".join(lines)
+
+
+def audit(target: Any, options: CheckOptions = CheckOptions(), *, capture: tuple[str, ...] = AUDIT_CAPTURE,
+          run_cell: Callable[[CheckOptions], CheckResult] | None = None) -> AuditResult:
+    """Check ``target`` on every batch kind under every capture policy in ``capture``, and compare the highest
+    safe level with the declared one.
+
+    ``options`` apply to every cell (examples, engine, ...); each cell is ``run_cell(cell options)``
+    (default: :func:`run_check` here; the front end passes one that isolates and times out).  The
+    result's findings hold a ``support-mismatch``: an error when the declared level is higher than the
+    highest safe one (naming the batch kind and finding that break it), info when a higher level is safe.
 
     Example::
 
@@ -72,32 +149,41 @@ def audit(target: Any, options: CheckOptions = CheckOptions()) -> AuditResult:
     t0 = time.perf_counter()
     cls, name = resolve_target(target)
     validate_target(cls)
-    declared = Support(getattr(cls, "support"))
-    out = AuditResult(target=name, declared=declared)
-    for level in LEVELS:
-        r = run_check(_at_level(cls, level), options.replace(database=False))
-        out.results[level] = r
-        if not r.ok:
-            break
-    safe = out.safe
-    where = f"{getattr(cls, '__qualname__', name)}.support"
-    if declared > safe:
-        broken = next(lv for lv in LEVELS if not out.results[lv].ok)
-        first = out.results[broken].errors[0]
-        out.findings.append(Finding(
-            kind=FindingKind.SUPPORT_MISMATCH, target=name, where=where,
-            message=(f"declared {declared.name}, but {broken.name} batches break ({first.kind.value}: {first.message})"
-                     + (f"; the highest safe level is {safe.name}: declare support = Support.{safe.name}"
-                        if safe > Support.NEVER else "; no level is safe")),
-            details={"declared": declared.name, "safe": safe.name, "breaks": broken.name},
-        ))
-    elif safe > declared:
-        r = out.results[safe]
-        out.findings.append(Finding(
-            kind=FindingKind.SUPPORT_MISMATCH, target=name, where=where, severity="info",
-            message=f"declared {declared.name}, but {safe.name} also passes ({r.examples} examples): could declare "
-                    f"{safe.name}",
-            details={"declared": declared.name, "safe": safe.name},
-        ))
+    declared = options.support_for(cls)
+    if not capture:
+        raise UsageError("audit: name at least one capture policy")
+    run_one = run_cell or (lambda opts: run_check(cls, opts))
+    out = AuditResult(target=name, declared=declared, captures=tuple(capture))
+    for kind in batch_kinds(options.spec_for(cls)):
+        for policy in capture:
+            cell = options.replace(spec=kind.spec, support=kind.level, capture=policy, database=False)
+            out.cells.append(Cell(kind.name, kind.level, policy, run_one(cell)))
+    out.findings = _verdict(out, name, getattr(cls, "__qualname__", name))
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _verdict(out: AuditResult, name: str, qualname: str) -> list[Finding]:
+    safe, declared = out.safe, out.declared
+    where = f"{qualname}.support"
+    if declared > safe:
+        broken = next(c for c in out.cells if not c.ok and c.level <= declared)
+        f = broken.first
+        return [Finding(
+            kind=FindingKind.SUPPORT_MISMATCH, target=name, where=where,
+            message=(f"declared {declared.name}, but {broken.kind} batches break under {broken.capture} capture "
+                     f"({f.kind.value}: {f.message})"
+                     + (f"; the highest safe level is {safe.name}: declare support = Support.{safe.name}"
+                        if safe > Support.NEVER else "; no level is safe")),
+            details={"declared": declared.name, "safe": safe.name, "breaks": broken.kind, "capture": broken.capture},
+            cause=f"line:{where}",
+        )]
+    if safe > declared:
+        examples = sum(c.result.calls for c in out.cells if c.level <= safe)
+        return [Finding(
+            kind=FindingKind.SUPPORT_MISMATCH, target=name, where=where, severity="info",
+            message=f"declared {declared.name}, but {safe.name} also passes ({examples} examples): could declare "
+                    f"{safe.name}",
+            details={"declared": declared.name, "safe": safe.name, "examples": examples},
+        )]
+    return []

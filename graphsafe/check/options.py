@@ -9,7 +9,7 @@ from typing import Any
 
 from ..capture.compare import Tolerance
 from ..capture.policies import CapturePolicy, resolve_capture
-from ..contract import CaptureSpec
+from ..contract import CaptureSpec, Support, Target
 from ..engines import ENGINES, Engine
 from ..errors import ContractError, UsageError
 from ..probes import resolve_probes
@@ -34,6 +34,7 @@ class CheckOptions:
     * ``capture``: how graphs are captured: ``"explore"`` (default: worst-case, ascending, minimal and
       drawn batches, each a phase of the check), a policy name or names, or a function ``size -> Batch``
       returning the engine's own capture batch (:mod:`graphsafe.capture.policies`);
+    * ``support``: check at this :class:`~graphsafe.Support` level instead of the target's own (an audit);
     * ``tolerance``: how close graph and eager must be;
     * ``seed``: Hypothesis seed (None: Hypothesis decides); ``device``: e.g. ``"cuda:1"``;
     * ``database``: Hypothesis example database: a directory, ``False`` for none, None for
@@ -52,6 +53,7 @@ class CheckOptions:
     capture_sizes: tuple[int, ...] | None = None
     probes: tuple[str, ...] | None = None
     capture: Any = "explore"
+    support: Support | None = None
     tolerance: Tolerance = Tolerance()
     seed: int | None = None
     device: str | None = None
@@ -82,6 +84,13 @@ class CheckOptions:
         if isinstance(self.capture, list):
             object.__setattr__(self, "capture", tuple(self.capture))
         resolve_capture(self.capture)  # names checked now
+        if self.support is not None:
+            try:
+                object.__setattr__(self, "support", Support(self.support))
+            except ValueError:
+                raise UsageError(f"support must be a graphsafe.Support, got {self.support!r}") from None
+            if self.support == Support.NEVER:
+                raise UsageError("support=Support.NEVER: nothing may be captured, so there is nothing to check")
         if not isinstance(self.tolerance, Tolerance):
             raise UsageError(f"tolerance must be a graphsafe.Tolerance, got {type(self.tolerance).__name__}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
@@ -101,6 +110,10 @@ class CheckOptions:
     def replace(self, **changes: Any) -> "CheckOptions":
         """A copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **changes)
+
+    def support_for(self, cls: type) -> Support:
+        """The level a check of ``cls`` runs at: this one, else the class's declared ``support``."""
+        return self.support if self.support is not None else Support(getattr(cls, "support", Target.support))
 
     def spec_for(self, cls: type) -> CaptureSpec:
         """The spec a check of ``cls`` uses: this one, else the class's ``default_spec``, else the default."""

@@ -15,7 +15,7 @@ from ..capture.ledger import poison_floats, storages_of
 from ..capture.policies import POLICIES
 from ..capture.session import CaptureSession, call_target
 from ..capture.statics import randomise_static, static_dict
-from ..contract import Batch, CaptureSpec
+from ..contract import Batch, CaptureSpec, Support
 from ..engines import Engine, as_outputs
 from ..errors import ContractError, TargetRaised
 from ..findings import Finding, FindingKind
@@ -38,8 +38,10 @@ class ExampleRunner:
     batch of its own) on a fresh graph captured for the plan, reusing ``known_writes``."""
 
     def __init__(self, cls: type, name: str, spec: CaptureSpec, engine: Engine, main: CaptureSession | None,
-                 enabled: set[str], comparator: Comparator, known_writes: set | None = None):
+                 enabled: set[str], comparator: Comparator, known_writes: set | None = None,
+                 support: Support | None = None):
         self.cls, self.name, self.spec, self.engine, self.main = cls, name, spec, engine, main
+        self.support = support
         self.enabled, self.comparator, self.known_writes = enabled, comparator, known_writes
         self.steps_run = 0
         self.infos: list[Finding] = []  # info-severity findings (they do not fail an example)
@@ -59,7 +61,7 @@ class ExampleRunner:
         if plan.capture is None:
             return self.main
         return CaptureSession(self.cls, self.spec, self.engine, (plan.size,), policy=POLICIES["drawn"],
-                              capture_batch=plan.capture, known_writes=self.known_writes)
+                              capture_batch=plan.capture, known_writes=self.known_writes, support=self.support)
 
     def capture_finding(self, ctx: CaptureContext) -> Finding | None:
         """What the capture probes make of a failed capture (capture failures are always reported)."""

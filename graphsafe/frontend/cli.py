@@ -5,6 +5,7 @@
     graphsafe check TARGET... [--engine E] [--examples N] [--steps N] [--probes P1,P2]
                               [--capture-sizes 1,2,4] [--report-dir DIR] [--seed S] [--profile P]
                               [--isolate] [--timeout SECONDS] [--expected] [--debug]
+    graphsafe audit TARGET... [--engine E] [--examples N] [--capture worst,minimal] [--report-dir DIR]
     graphsafe list
     graphsafe repro PATH [--engine E]
 
@@ -34,29 +35,27 @@ import traceback
 import warnings
 from typing import Any, Sequence
 
-from tqdm import tqdm
-
 from .._version import __version__
 from ..capture.policies import POLICIES
-from ..check import CheckOptions, Progress, lookup, names, resolve_target, validate_target
+from ..check import CheckOptions, lookup, names, resolve_target, validate_target
+from ..check.audit import AUDIT_CAPTURE
 from ..engines import ENGINES
 from ..errors import (
-    EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, GraphsafeError, TargetFailure, TargetTimeout, UsageError, exit_code,
+    EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, GraphsafeError, TargetFailure, TargetTimeout, UsageError, exit_code,
 )
 from ..findings import CheckResult
 from ..probes import PROBES
 from ..reports import repro_main
 from ..reports.jsonio import read_data
+from . import console
 from . import options as o
 from .devices import engine_problem, prepare_engine
 from .inprocess import RunOptions
-from .runner import run
+from .runner import audit, run
 from .sandbox import close_all, get_sandbox
 
 __all__ = ["main", "build_parser"]
 
-OTHER = "other"
-NOT_REACHED = "not reached"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,6 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "exit 0 when every verdict is the expected one")
     c.add_argument("--debug", action="store_true", help="print tracebacks for every error, not only internal ones")
 
+    a = sub.add_parser("audit", help="which batches can each target's graph safely serve?",
+                       description="Check each TARGET on every batch kind (decode, uniform q = 1 + k, mixed) under "
+                                   "each capture policy, and compare the highest safe Support level with the "
+                                   "declared one. Exit 1 when a declared level is higher than the safe one.")
+    a.add_argument("targets", nargs="+", metavar="TARGET", help="'module:Class', a registered name, or 'all'")
+    a.add_argument("--engine", default="auto", help="auto (default), cuda or emulate")
+    a.add_argument("--examples", default=None, metavar="N", help="Hypothesis examples per cell (default 20)")
+    a.add_argument("--capture", default=",".join(AUDIT_CAPTURE), metavar="POLICIES",
+                   help=f"capture policies, the table's columns (default {','.join(AUDIT_CAPTURE)})")
+    a.add_argument("--report-dir", default=None, metavar="DIR", help="write <target>/audit.md and audit.json under DIR")
+    a.add_argument("--seed", default=None, metavar="S", help="Hypothesis seed")
+    a.add_argument("--isolate", action="store_true", help="run each cell's check in the target's own process")
+    a.add_argument("--timeout", default=None, metavar="SECONDS", help="seconds one cell's check may take")
+
     sub.add_parser("list", help="list registered targets", description="Registered targets, one per line.")
 
     r = sub.add_parser("repro", help="rerun a finding's report", description="Rerun the step sequence of a report.")
@@ -114,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args)
         if args.command == "list":
             return _list()
+        if args.command == "audit":
+            return _audit(args)
         return _repro(args)
     except UsageError as e:
         return _usage(str(e))
@@ -199,7 +214,7 @@ def _error_exit(e: GraphsafeError, debug: bool) -> int:
 
 def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, run_opts: RunOptions,
              args: argparse.Namespace) -> int:
-    columns = list(check.probes or PROBES) + [OTHER]
+    columns = list(check.probes or PROBES) + [console.OTHER]
     rows: list[tuple[str, dict[str, str]]] = []
     results: dict[str, CheckResult] = {}
     status = EXIT_OK
@@ -209,16 +224,16 @@ def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, 
             latch.check()
             if run_opts.isolate == "target" and i < len(targets):  # the next target's process starts now
                 get_sandbox(classes[targets[i]], engine=check.engine).start(wait=False)
-            print(f"[{i}/{len(targets)}] {_header(name, classes[name], check)}", file=sys.stderr, flush=True)
+            print(f"[{i}/{len(targets)}] {console.header(name, classes[name], check)}", file=sys.stderr, flush=True)
             print(f"[{i}/{len(targets)}] {name} ... ", end="", file=sys.stderr, flush=True)
             t0 = time.perf_counter()
             try:
-                with _ProgressBar(name) as bar:
+                with console.ProgressBar(name) as bar:
                     result = run(classes[name], check, run_opts, label=name, progress=bar.update)
             except GraphsafeError as e:
                 status = max(status, exit_code(e))
-                rows.append((name, _failed_cells(e, columns)))
-                mark = rows[-1][1][OTHER]
+                rows.append((name, console.failed_cells(e, columns)))
+                mark = rows[-1][1][console.OTHER]
                 print(f"{mark.lower()} ({time.perf_counter() - t0:.1f}s)", file=sys.stderr, flush=True)
                 text = o.one_line(e)
                 text = text if text.startswith(f"{name}: ") else f"{name}: {text}"
@@ -230,7 +245,7 @@ def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, 
                 continue
             kinds = ", ".join(sorted(result.kinds)) or "ok"
             print(f"{kinds} ({result.seconds:.1f}s)", file=sys.stderr, flush=True)
-            rows.append((name, _cells(result, columns)))
+            rows.append((name, console.cells(result, columns)))
             results[name] = result
             status = max(status, exit_code(result))
         latch.check()
@@ -238,58 +253,11 @@ def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, 
         latch.close()
         if run_opts.isolate == "target":
             close_all()
-    print(_table(rows, columns))
-    _print_findings(results.values())
+    print(console.table(rows, columns))
+    console.print_findings(results.values())
     if args.expected:
         return _expected_status(targets, classes, results)
     return status
-
-
-def _header(name: str, cls: type, check: CheckOptions) -> str:
-    """What is about to be checked: support level, spec, capture policies and examples."""
-    spec = check.spec_for(cls)
-    support = getattr(getattr(cls, "support", None), "name", None) or "UNIFORM_SINGLE_TOKEN_DECODE (not set)"
-    return (f"checking {name} at Support.{support}, CaptureSpec(max_reqs={spec.max_reqs}, max_query_len="
-            f"{spec.max_query_len}, max_seq_len={spec.max_seq_len}, block_size={spec.block_size}), capture "
-            f"{','.join(p.name for p in check.policies)}, {check.examples} examples")
-
-
-class _ProgressBar:
-    """Examples done and finding kinds so far, on stderr, when it is a terminal (tqdm); nothing otherwise."""
-
-    def __init__(self, name: str) -> None:
-        self.bar = None
-        self.name = name
-
-    def __enter__(self) -> "_ProgressBar":
-        return self
-
-    def update(self, p: Progress) -> None:
-        if not sys.stderr.isatty():
-            return
-        if self.bar is None:
-            self.bar = tqdm(total=p.planned, desc=self.name, unit="example", leave=False, file=sys.stderr)
-        self.bar.total = max(self.bar.total or 0, p.examples)
-        self.bar.update(p.examples - self.bar.n)
-        self.bar.set_postfix_str(f"{p.phase}: {', '.join(p.kinds) or 'no finding'}", refresh=True)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _print_findings(results) -> None:
-    for result in results:
-        if result.findings or result.notes:
-            print()
-            print(result.header)
-        for f in result.findings:
-            print()
-            print(f"{result.target}: {f.kind.value}" + (" (info)" if f.severity != "error" else ""))
-            print(f.summary())
-            print(f"  fix: {f.fix}")
-        for n in result.notes:
-            print(f"note ({result.target}): {n}")
 
 
 def _expected_status(targets: list[str], classes: dict[str, type], results: dict[str, CheckResult]) -> int:
@@ -307,16 +275,6 @@ def _expected_status(targets: list[str], classes: dict[str, type], results: dict
     for line in wrong:
         print(f"  {line}")
     return 0 if not wrong else 1
-
-
-def _failed_cells(e: GraphsafeError, columns: list[str]) -> dict[str, str]:
-    if isinstance(e, TargetTimeout):
-        mark = "TIMEOUT"
-    elif isinstance(e, TargetFailure):
-        mark = "CRASH"
-    else:
-        mark = "ERROR"
-    return {c: mark if c == OTHER else "-" for c in columns}
 
 
 class _InterruptLatch:
@@ -346,28 +304,45 @@ class _InterruptLatch:
             self._prev = None
 
 
-def _cells(result: CheckResult, columns: list[str]) -> dict[str, str]:
-    """One cell per probe column: the finding it made, ``ok`` when the search ran through, else
-    ``not reached`` (an earlier finding ended the search) or ``-`` (nothing ran)."""
-    ran = result.examples > 0 or not result.findings
-    complete = not result.errors
-    cells = {c: ("ok" if complete else NOT_REACHED) if ran else "-" for c in columns}
-    for f in result.findings:
-        col = f.probe if f.probe in columns else (f.kind.value if f.kind.value in columns else OTHER)
-        text = f.kind.value + (" (info)" if f.severity != "error" else "")
-        prev = cells[col]
-        cells[col] = text if prev in ("ok", "-", NOT_REACHED) else f"{prev}, {text}"
-    if not complete and cells[OTHER] == NOT_REACHED:
-        cells[OTHER] = "-"
-    return cells
+# -- audit -------------------------------------------------------------------------------------
+#: examples per audit cell when none is asked for: an audit runs one check per cell
+AUDIT_EXAMPLES = 20
 
 
-def _table(rows: list[tuple[str, dict[str, str]]], columns: list[str]) -> str:
-    head = ["target"] + columns
-    body = [[name] + [cells[c] for c in columns] for name, cells in rows]
-    widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
-    fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])
+def _audit(args: argparse.Namespace) -> int:
+    engine = o.parse_engine(args.engine, "--engine")
+    prepare_engine(engine)
+    problem = engine_problem(engine)
+    if problem:
+        return _usage(problem)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    capture = o.parse_capture(args.capture, "--capture") or AUDIT_CAPTURE
+    opts = CheckOptions.build(
+        engine=engine, examples=AUDIT_EXAMPLES if args.examples is None else o.parse_int(args.examples, "--examples"),
+        seed=None if args.seed is None else o.parse_int(args.seed, "--seed", minimum=0), database=False)
+    timeout = o.DEFAULT_TIMEOUT_S if args.timeout is None else o.parse_timeout(args.timeout, "--timeout")
+    names_ = o.expand_targets(args.targets)
+    classes = {}
+    for name in names_:
+        try:
+            classes[name] = resolve_target(name)[0]
+            validate_target(classes[name])
+        except GraphsafeError as e:
+            return _error_exit(e, False)
+    status = EXIT_OK
+    for i, name in enumerate(names_, 1):
+        print(f"[{i}/{len(names_)}] auditing {name} under {','.join(capture)} capture ...", file=sys.stderr, flush=True)
+        try:
+            result = audit(classes[name], opts, capture=capture, report_dir=args.report_dir,
+                           isolate="target" if args.isolate else "none", timeout=timeout)
+        except GraphsafeError as e:
+            print(f"graphsafe: error: {name}: {o.one_line(e)}", file=sys.stderr)
+            status = max(status, exit_code(e))
+            continue
+        console.print_audit(result)
+        status = max(status, EXIT_OK if result.ok else EXIT_FINDINGS)
+    return status
 
 
 # -- list --------------------------------------------------------------------------------------

@@ -14,17 +14,20 @@ from typing import Any, Callable, Iterable
 
 from ..capture.compare import Tolerance
 from ..check import CheckOptions, Progress
+from ..check.audit import AUDIT_CAPTURE, AuditResult
+from ..check.audit import audit as run_audit
 from ..contract import CaptureSpec
 from ..engines import Engine
 from ..errors import ContextBroken, ContractError, GraphsafeError
 from ..findings import CheckResult
+from ..reports.audit import write_audit
 from .devices import uses_cuda, worker_device
 from .inprocess import RunOptions, run_here
 from .options import DEFAULT_TIMEOUT_S
 from .sandbox import cuda_context_ok, get_sandbox
 from .sandbox.parent import display_name
 
-__all__ = ["run", "check", "RunOptions"]
+__all__ = ["run", "check", "audit", "RunOptions"]
 
 #: the check that left this process's CUDA context unusable (without isolation), if any
 _broken_by: list[str] = []
@@ -125,3 +128,37 @@ def check(
         probes=probes, capture=capture, tolerance=tolerance, seed=seed, device=device, database=database,
     )
     return run(target, opts, RunOptions(isolate=isolate, timeout=timeout, report_dir=report_dir))
+
+
+def audit(
+    target: Any,
+    options: CheckOptions | None = None,
+    *,
+    capture: Iterable[str] = AUDIT_CAPTURE,
+    report_dir: str | None = None,
+    isolate: str = "none",
+    timeout: float = DEFAULT_TIMEOUT_S,
+    **fields: Any,
+) -> AuditResult:
+    """Check ``target`` on every batch kind (decode, uniform q = 1 + k, mixed) under every capture policy
+    in ``capture``, and compare the highest safe :class:`~graphsafe.Support` level with the declared one.
+
+    ``options`` (or keyword ``fields`` of :class:`~graphsafe.CheckOptions`: ``engine``, ``examples``, ...)
+    apply to every cell; ``isolate`` and ``timeout`` to each cell's check, as in :func:`check`.  With
+    ``report_dir`` the table is written there as ``<target>/audit.md`` and ``audit.json``.
+
+    Example::
+
+        r = graphsafe.audit("flex", engine="emulate", examples=20)
+        r.safe, r.declared, r.ok
+    """
+    opts = options or CheckOptions()
+    if fields:
+        opts = opts.replace(**fields)
+    run_opts = RunOptions(isolate=isolate, timeout=timeout, report_dir=report_dir)
+    cells = RunOptions(isolate=isolate, timeout=timeout)  # a cell's findings live in the audit's table
+    result = run_audit(target, opts, capture=tuple(capture),
+                       run_cell=lambda o: run(target, o, cells, label=display_name(target)))
+    if run_opts.report_dir is not None:
+        write_audit(result, run_opts.report_dir)
+    return result

@@ -81,4 +81,19 @@ SAFE: list[type] = [
 # SplitCountFromBatchDeviceLen is the safe-ish variant of SplitCountFromBatch (a frozen host
 # split count that does not change the result); it has no buggy twin of its own.
 
-__all__ = ["EXPECTED", "SAFE", "TWIN_OF"]
+#: bugs that only a capture other than the worst case, largest first, shows: a minimal or drawn capture
+#: batch (the frozen host values) or capture order (the growing workspace)
+CAPTURE_DEPENDENT: list[type] = [
+    varlen.BatchMaxSeqlenLoop,
+    varlen.DecodePrefillHostCounts,
+    varlen.DecodeKernelChoice,
+    workspace.GrowingWorkspace,
+]
+
+
+def label(cls: type) -> str:
+    """``module:Class`` within this package (``varlen:BatchMaxSeqlenLoop``)."""
+    return f"{cls.__module__.rsplit('.', 1)[-1]}:{cls.__name__}"
+
+
+__all__ = ["EXPECTED", "SAFE", "TWIN_OF", "CAPTURE_DEPENDENT", "label"]

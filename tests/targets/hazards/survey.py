@@ -31,11 +31,7 @@ import traceback  # noqa: E402
 
 import graphsafe  # noqa: E402
 
-from . import EXPECTED, SAFE, TWIN_OF  # noqa: E402
-
-
-def label(cls: type) -> str:
-    return f"{cls.__module__.rsplit('.', 1)[-1]}:{cls.__name__}"
+from . import EXPECTED, SAFE, TWIN_OF, label  # noqa: E402
 
 
 def all_targets() -> list[type]:
@@ -56,7 +52,7 @@ def first_line(text: str) -> str:
 def run_one(cls: type, seed: int, examples: int) -> dict:
     t0 = time.perf_counter()
     try:
-        r = graphsafe.check(cls, engine="emulate", examples=examples, database=False, seed=seed)
+        r = graphsafe.check(cls, engine="emulate", examples=examples, database=False, seed=seed, timeout=7200)
     except Exception as e:  # noqa: BLE001 - a crash of the checker is a result too
         return {"seed": seed, "error": f"{type(e).__name__}: {first_line(str(e))}",
                 "trace": traceback.format_exc()[-2000:], "seconds": time.perf_counter() - t0}
