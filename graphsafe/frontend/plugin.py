@@ -34,13 +34,13 @@ from typing import Any
 
 import pytest
 
-from ..check import CheckOptions, resolve_target, validate_target
+from ..check import AuditResult, CheckOptions, resolve_target, validate_target
 from ..errors import ContractError, TargetFailure, UsageError
 from . import options as o
 from .devices import engine_problem, gpu_count, prepare_engine, worker_device, worker_id
 from .fixture import GraphsafeFixture, error_text, failure_line, failure_text, marker_defaults
 from .inprocess import RunOptions
-from .runner import run
+from .runner import audit, run
 from .sandbox import MAX_LIVE, close_all, get_sandbox
 
 __all__ = ["GraphsafeItem", "GraphsafeCollector", "GraphsafeFailure", "graphsafe"]
@@ -73,6 +73,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         flag = "--graphsafe-" + name.replace("_", "-")
         group.addoption(flag, dest=f"graphsafe_{name}", default=None, metavar=metavar, help=text)
         parser.addini(f"graphsafe_{name}", f"like {flag}", default="")
+    group.addoption("--graphsafe-audit", action="store_true", dest="graphsafe_audit", default=None,
+                    help="audit each target instead of checking it: every batch kind under worst-case and minimal "
+                         "capture; an item fails when the declared support level is higher than the safe one")
+    parser.addini("graphsafe_audit", "audit the targets instead of checking them (true/false)", type="bool", default=False)
     parser.addini("graphsafe_targets", "targets to check (one per line), like --graphsafe", type="linelist", default=[])
 
 
@@ -84,6 +88,7 @@ class Options:
     check: CheckOptions = CheckOptions()
     run: RunOptions = RunOptions(isolate="target")
     examples_given: bool = False
+    audit: bool = False
 
 
 _OPTIONS = pytest.StashKey[Options]()
@@ -126,8 +131,9 @@ def _resolve_options(config: pytest.Config) -> Options:
                                probes=val["probes"])
     run_opts = RunOptions(isolate=val["isolate"] or "target", timeout=val["timeout"] or o.DEFAULT_TIMEOUT_S,
                           report_dir=report_dir, profile=profile)
+    audit = config.option.graphsafe_audit if config.option.graphsafe_audit is not None else config.getini("graphsafe_audit")
     return Options(o.expand_targets(targets if targets is not None else config.getini("graphsafe_targets") or []),
-                   check, run_opts, val["examples"] is not None)
+                   check, run_opts, val["examples"] is not None, bool(audit))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -275,7 +281,11 @@ class GraphsafeItem(pytest.Item):
         msg = None
         try:
             cls, check, run_opts = self._plan()
-            self.result = run(cls, check, run_opts, label=self.target)
+            if _options(self.config).audit:
+                self.result = audit(cls, check, report_dir=run_opts.report_dir, isolate=run_opts.isolate,
+                                    timeout=run_opts.timeout)
+            else:
+                self.result = run(cls, check, run_opts, label=self.target)
         except TargetFailure as e:
             self.failure = failure_line(e, _options(self.config).run.isolate == "target")
         except (UsageError, ContractError) as e:  # graphsafe's own errors keep their traceback
@@ -286,7 +296,10 @@ class GraphsafeItem(pytest.Item):
     def runtest(self) -> None:
         if self.failure is not None:
             raise GraphsafeFailure(self.failure)
-        if not self.result.ok:
+        if isinstance(self.result, AuditResult):
+            if not self.result.ok:
+                raise GraphsafeFailure(self.result.summary())
+        elif not self.result.ok:
             raise GraphsafeFailure(failure_text(self.result, self.target))
 
     def prestart(self) -> None:

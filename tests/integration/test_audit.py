@@ -96,3 +96,18 @@ def test_the_cli_audit_prints_the_table_and_exits_1_when_the_declared_level_is_u
     assert "declared Support.ALWAYS, highest safe Support.NEVER (10 checks," in out
     assert main(["audit", "tests.targets.levels:SafeAlways", "--engine", "emulate", "--examples", "3",
                  "--capture", "worst", "--seed", "0"]) == 0
+
+
+def test_the_plugin_audits_instead_of_checking(pytester, monkeypatch):
+    from tests.subprocesses import OUTER_RUN_VARS, env_with_repo, failure_sections, plugin_args
+
+    for var in OUTER_RUN_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PYTHONPATH", env_with_repo()["PYTHONPATH"])
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "emulate", "--graphsafe-examples", "3",
+        "--graphsafe-audit", "--graphsafe", "tests.targets.levels:SafeUpToDecode",
+        "--graphsafe", "tests.targets.levels:SafeOnlyUnderWorstCase", timeout=600)
+    result.assert_outcomes(passed=1, failed=1)
+    text = failure_sections(result)["graphsafe[tests.targets.levels:SafeOnlyUnderWorstCase]"]
+    assert "declared Support.ALWAYS, highest safe Support.NEVER" in text and "under minimal capture" in text
