@@ -7,8 +7,12 @@ Public API::
     for f in result.findings:
         print(f.kind, f.where, f.message)
 
+    # in a serving engine's graph runner: check each replay's inputs (graphsafe.guard module)
+    guard = graphsafe.guard.Guard(owner=builder, mode="sample", every=100)
+
 The layers under it, each importing only the ones below: ``frontend`` (command line, pytest
-plugin, the runner) -> ``reports`` -> ``check`` (options, plans, the step loop) -> ``probes`` ->
+plugin, the runner) -> ``reports`` -> ``check`` (options, plans, the step loop) and ``guard`` (the
+runtime guard) -> ``probes`` ->
 ``capture`` (capture session, ledger, comparison) -> ``engines`` (CUDA graphs, the CPU emulator,
 the recorder) -> the base modules ``contract``, ``findings``, ``errors`` and ``values``.
 """
@@ -18,11 +22,12 @@ from .capture.compare import Tolerance
 from .check import AuditResult, CheckOptions, audit, reproduce
 from .contract import Batch, CaptureSpec, Support, Target, capturing
 from .errors import (
-    CaptureError, ContextBroken, ContractError, GraphsafeError, InternalError, SpecError, TargetCrashed,
+    CaptureError, ContextBroken, ContractError, GraphsafeError, GuardError, InternalError, SpecError, TargetCrashed,
     TargetFailure, TargetRaised, TargetTimeout, UsageError,
 )
 from .findings import CheckResult, Finding, FindingError, FindingKind, Mismatch
 from .frontend.runner import check
+from . import guard
 from .probes import PROBES
 from .values import derive_seed, seeded
 
@@ -32,5 +37,5 @@ __all__ = [
     "Batch", "CaptureSpec", "Support", "Target", "capturing", "check", "reproduce", "audit", "AuditResult", "CheckOptions", "Tolerance",
     "CheckResult", "Finding", "FindingError", "FindingKind", "Mismatch", "PROBES", "derive_seed", "seeded",
     "GraphsafeError", "UsageError", "ContractError", "SpecError", "TargetFailure", "TargetRaised", "TargetCrashed",
-    "ContextBroken", "TargetTimeout", "CaptureError", "InternalError",
+    "ContextBroken", "TargetTimeout", "CaptureError", "GuardError", "InternalError", "guard",
 ]

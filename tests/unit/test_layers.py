@@ -20,7 +20,7 @@ LAYERS = {  # higher number = higher layer
     "graphsafe": 9, "graphsafe.__main__": 9,
     "graphsafe.frontend": 8,
     "graphsafe.reports": 7,
-    "graphsafe.check": 6,
+    "graphsafe.check": 6, "graphsafe.guard": 6,
     "graphsafe.probes": 5,
     "graphsafe.capture": 4, "graphsafe.reference": 4,
     "graphsafe.engines": 3, "strategies": 3,
