@@ -7,18 +7,23 @@ Public API::
     for f in result.findings:
         print(f.kind, f.where, f.message)
 
+    # in a serving engine's graph runner: check each replay's inputs (graphsafe.guard module)
+    guard = graphsafe.guard.Guard(owner=builder, mode="sample", every=100)
+
 The layers under it, each importing only the ones below: ``frontend`` (command line, pytest
-plugin, the runner) -> ``reports`` -> ``check`` (options, plans, the step loop) -> ``probes`` ->
-``capture`` (capture session, ledger, comparison) -> ``engines`` (CUDA graphs, the CPU emulator,
-the recorder) -> the base modules ``contract``, ``findings``, ``errors`` and ``values``.
+plugin, the runner) -> ``guard`` (the runtime guard) -> ``reports`` -> ``check`` (options, plans,
+the step loop, the audit) -> ``probes`` -> ``capture`` (capture session, ledger, comparison,
+capture policies) -> ``engines`` (CUDA graphs, the CPU emulator, the recorder) -> the base modules
+``contract``, ``findings``, ``errors`` and ``values``.
 """
 
+from . import guard
 from ._version import __version__
 from .capture.compare import Tolerance
 from .check import AuditResult, CheckOptions, reproduce
 from .contract import Batch, CaptureSpec, Support, Target, capturing
 from .errors import (
-    CaptureError, ContextBroken, ContractError, GraphsafeError, InternalError, SpecError, TargetCrashed,
+    CaptureError, ContextBroken, ContractError, GraphsafeError, GuardError, InternalError, SpecError, TargetCrashed,
     TargetFailure, TargetRaised, TargetTimeout, UsageError,
 )
 from .findings import CheckResult, Finding, FindingError, FindingKind, Mismatch
@@ -29,8 +34,9 @@ from .values import derive_seed, seeded
 
 __all__ = [
     "__version__",
-    "Batch", "CaptureSpec", "Support", "Target", "capturing", "check", "reproduce", "audit", "AuditResult", "CheckOptions", "Tolerance",
+    "Batch", "CaptureSpec", "Support", "Target", "capturing", "check", "reproduce", "audit", "AuditResult",
+    "CheckOptions", "Tolerance",
     "CheckResult", "Finding", "FindingError", "FindingKind", "Mismatch", "PROBES", "derive_seed", "seeded",
     "GraphsafeError", "UsageError", "ContractError", "SpecError", "TargetFailure", "TargetRaised", "TargetCrashed",
-    "ContextBroken", "TargetTimeout", "CaptureError", "InternalError",
+    "ContextBroken", "TargetTimeout", "CaptureError", "GuardError", "InternalError", "guard",
 ]

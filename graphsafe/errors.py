@@ -15,6 +15,8 @@
     │   └── TargetTimeout               no result within the timeout
     ├── CaptureError                    forward() cannot be captured (a host sync); becomes a
     │                                   ``capture-failure`` finding                        (exit 1)
+    ├── GuardError                      graphsafe.guard found a hazard before a replay; carries the
+    │                                   Finding                                            (exit 1)
     └── InternalError                   graphsafe failed; carries the original traceback  (exit 4)
 
 Exit codes of ``graphsafe check`` (the highest that applies to any target): 0 no findings, 1 findings,
@@ -34,7 +36,7 @@ from typing import Any, ClassVar
 __all__ = [
     "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE", "EXIT_TARGET", "EXIT_INTERNAL",
     "GraphsafeError", "UsageError", "ContractError", "SpecError", "TargetFailure", "TargetRaised",
-    "TargetCrashed", "ContextBroken", "TargetTimeout", "CaptureError", "InternalError",
+    "TargetCrashed", "ContextBroken", "TargetTimeout", "CaptureError", "GuardError", "InternalError",
     "exit_code", "internal",
 ]
 
@@ -134,6 +136,21 @@ class CaptureError(GraphsafeError):
     pytest_outcome = "failed"
     _fields = ("where",)
     where: str = ""
+
+
+class GuardError(GraphsafeError):
+    """:class:`graphsafe.guard.Guard` found a hazard before a replay (``on_failure="raise"``).
+
+    ``finding`` is the first :class:`~graphsafe.Finding` (kind ``stale-pointer``,
+    ``unpersisted-metadata`` or ``frozen-host-value``), ``findings`` every one that check made.
+    The replay it guarded has not run.
+    """
+
+    exit_code = EXIT_FINDINGS
+    pytest_outcome = "failed"
+    _fields = ("finding", "findings")
+    finding: Any = None
+    findings: Any = ()
 
 
 class InternalError(GraphsafeError):

@@ -27,7 +27,7 @@ from ..errors import CaptureError
 from . import triton_env
 from .userframe import user_frame
 
-__all__ = ["TensorArg", "Launch", "ExternalBuffer", "Recorder", "SYNC_OPS"]
+__all__ = ["TensorArg", "Launch", "ExternalBuffer", "Recorder", "SYNC_OPS", "freeze", "active"]
 
 _local = threading.local()
 
@@ -99,6 +99,11 @@ class ExternalBuffer:
         return not self.weak.expired()
 
 
+def active() -> "Recorder | None":
+    """The recorder recording on this thread now, if any."""
+    return getattr(_local, "recorder", None)
+
+
 def _schema_writes(func) -> tuple[str, ...]:
     out = []
     for a in func._schema.arguments:
@@ -107,16 +112,16 @@ def _schema_writes(func) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _freeze(v: Any) -> Any:
+def freeze(v: Any) -> Any:
     """A comparable, printable form of a host value."""
     if isinstance(v, (int, float, bool, str)) or v is None:
         return v
     if isinstance(v, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
         return str(v)
     if isinstance(v, (list, tuple)):
-        return tuple(_freeze(x) for x in v)
+        return tuple(freeze(x) for x in v)
     if hasattr(v, "value") and type(v).__name__ == "constexpr":
-        return _freeze(v.value)
+        return freeze(v.value)
     return repr(v)
 
 
@@ -174,9 +179,13 @@ class Recorder:
     ``mode="observe"``: just list launches (eager runs for diffs).
     ``learn_writes``: snapshot Triton pointer arguments around each launch to
     learn which ones each kernel writes (used once, during warm-up).
+    ``yields``: recorders cannot nest, but one made with ``yields=True`` (graphsafe.guard's,
+    around an engine's capture) lets another be entered inside it; it passes everything
+    through meanwhile and finds the inner recorder in ``inner`` afterwards.
     """
 
-    def __init__(self, mode: str = "capture", *, learn_writes: bool = False, skip_keys: set[int] | None = None):
+    def __init__(self, mode: str = "capture", *, learn_writes: bool = False, skip_keys: set[int] | None = None,
+                 yields: bool = False):
         assert mode in ("capture", "emulate", "observe")
         self.mode = mode
         self.learn_writes = learn_writes
@@ -191,12 +200,19 @@ class Recorder:
         self.suspended = False
         self._keep: list[torch.Tensor] = []  # internal tensors the emulated graph owns
         self._mode: _Mode | None = None
+        self.yields = yields
+        self.inner: list[Recorder] = []  # recorders entered inside this one (yields=True)
+        self._outer: tuple[Recorder, bool] | None = None  # (the yielding recorder, its suspended flag)
 
     # -- context -----------------------------------------------------------------
     def __enter__(self) -> "Recorder":
         _install_triton_hooks()
-        if getattr(_local, "recorder", None) is not None:
+        outer = getattr(_local, "recorder", None)
+        if outer is not None and not outer.yields:
             raise RuntimeError("graphsafe: recorders cannot nest")
+        if outer is not None:  # the outer one passes every op through until this one exits
+            self._outer = (outer, outer.suspended)
+            outer.suspended = True
         _local.recorder = self
         self._mode = _Mode(self)
         self._mode.__enter__()
@@ -207,6 +223,11 @@ class Recorder:
             self._mode.__exit__(*exc)
         finally:
             _local.recorder = None
+            if self._outer is not None:
+                outer, was_suspended = self._outer
+                outer.suspended = was_suspended
+                outer.inner.append(self)
+                _local.recorder, self._outer = outer, None
         if self.mode == "capture":
             self._keep.clear()  # a CUDA graph holds no references: only weak ones remain
 
@@ -302,7 +323,7 @@ class Recorder:
             return self._tensor_arg(a, where, kernel)
         if isinstance(a, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in a):
             return tuple(self._record_value(x, where, kernel) for x in a)
-        return _freeze(a)
+        return freeze(a)
 
     def _program_aten(self, func, name, targs, tkwargs, out, writes) -> None:
         if func.is_view or name in _NO_REPLAY or name in SYNC_OPS:
