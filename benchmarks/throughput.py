@@ -57,7 +57,7 @@ def bare_loop(cls, spec, engine, plans) -> tuple[int, float, int]:
     with torch.no_grad():
         for s in sizes:
             g.prepare(spec.worst_case_batch(s, query_len=q, seed=CAPTURE_SEED).padded(s))
-            engine.warmup(g.forward, skip_keys=set(), learn=False)
+            engine.warmup(g.forward, skip_keys=set())
             gr = engine.capture(g.forward, pool=pool)
             graphs[s], outs[s] = gr.replay_fn, gr.outputs
         sizes = sorted(sizes)

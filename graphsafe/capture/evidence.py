@@ -67,13 +67,17 @@ class Evidence:
 
     @functools.cached_property
     def unwritten_reads(self) -> list[ReadOrigin]:
-        """Buffers the graph reads that neither this step's prepare nor the graph writes."""
+        """Buffers the graph reads that neither this step's prepare nor the graph writes (the graph's writes
+        learned at capture, then proved by replaying over the candidates: a kernel whose writes were not
+        learned still writes them)."""
         info, ctx = self.ctx.info, self.ctx
         out = []
+        candidates = {k for k, buf in ctx.graph.recording.external.items()
+                      if k not in ctx.session.static_keys and k not in info.graph_written and buf.alive()
+                      and k not in self.prepare_written}
+        replay_written = self._replay_writes(candidates)
         for key, buf in ctx.graph.recording.external.items():
-            if key in ctx.session.static_keys or key in info.graph_written or not buf.alive():
-                continue
-            if key in self.prepare_written:
+            if key not in candidates or key in replay_written:
                 continue
             path = ", ".join(info.paths.get(key, [])) or f"<unreachable buffer at {hex(buf.address)}>"
             floating = "float" in buf.dtype
@@ -85,6 +89,14 @@ class Evidence:
                 origin = "never-written"
             out.append(ReadOrigin(key, path, origin, floating))
         return out
+
+    def _replay_writes(self, keys: set[int]) -> set[int]:
+        """Which of ``keys`` a replay of the graph writes, whatever it writes: replayed over two fills."""
+        tensors = {k: t for k, t in self.graph_read_tensors.items() if k in keys}
+        if not tensors:
+            return set()
+        graph = self.ctx.graph
+        return prepare_writes(tensors, lambda: (graph.replay(), self.ctx.engine.synchronize()))
 
     def rebound(self, keys: list[int]) -> list[str]:
         """Where this step's metadata went: capture-time paths of ``keys`` that now hold another tensor."""

@@ -70,10 +70,10 @@ def _fill_other(t: torch.Tensor) -> None:
         typed_view(t).fill_(1)
 
 
-def prepare_writes(tensors: dict[int, torch.Tensor], run_prepare: Callable[[], None]) -> set[int]:
-    """Storages among ``tensors`` that ``run_prepare`` writes, whatever values it writes.
+def prepare_writes(tensors: dict[int, torch.Tensor], run_prepare: Callable[[], Any]) -> set[int]:
+    """Storages among ``tensors`` that ``run_prepare`` (a prepare, or a replay) writes, whatever values it writes.
 
-    Runs prepare twice, over buffers filled with zeros and then with a second value (NaN for
+    Runs it twice, over buffers filled with zeros and then with a second value (NaN for
     floats, 1 otherwise): a written value cannot equal both fills, so any write shows in one run.
     The buffers are restored afterwards.
     """

@@ -118,7 +118,7 @@ class CaptureSession:
         prepare_written = before.changed() | (set(now) - set(before.tensors))
         pre_warm = Snapshot(now)
         wrec = call_target("forward() (warm-up)", lambda: eng.warmup(
-            g.forward, skip_keys=self.static_keys, learn=self.known_writes is None))
+            g.forward, skip_keys=self.static_keys, known=self._learned))
         self._learned |= wrec.kernel_writes
         wrec.kernel_writes |= self._learned
         # forward() ran eagerly just now: what fails here is the pre-screen's host-sync check

@@ -67,9 +67,10 @@ class Engine:
     def new_pool(self) -> Any:
         return None
 
-    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], learn: bool = True) -> Recorder:  # pragma: no cover
-        """Run ``fn`` once eagerly, recording its launches (and, with ``learn``, which kernel arguments
-        they write, ``skip_keys`` storages aside)."""
+    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set | None = None) -> Recorder:  # pragma: no cover
+        """Run ``fn`` once eagerly, recording its launches and which kernel arguments they write (``skip_keys``
+        storages aside; kernels with a pair in ``known``, the (kernel, argument) pairs learned already, are
+        not learned again)."""
         raise NotImplementedError
 
     def prescreen(self, fn: Callable[[], Any]) -> None:

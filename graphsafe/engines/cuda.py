@@ -35,11 +35,12 @@ class CudaEngine(Engine):
     def new_pool(self) -> Any:
         return torch.cuda.graph_pool_handle()
 
-    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], learn: bool = True) -> Recorder:
+    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set | None = None) -> Recorder:
         torch.cuda.synchronize(self._device)
         side = torch.cuda.Stream(self._device)
         side.wait_stream(torch.cuda.current_stream(self._device))
-        rec = Recorder("observe", learn_writes=learn, skip_keys=skip_keys)
+        rec = Recorder("observe", learn_writes=True, skip_keys=skip_keys)
+        rec.known_kernels = {kernel for kernel, _ in known or ()}
         with torch.cuda.stream(side):
             with rec:
                 fn()

@@ -38,8 +38,9 @@ class EmulatorEngine(Engine):
     def device(self) -> torch.device:
         return self._device
 
-    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], learn: bool = True) -> Recorder:
-        rec = Recorder("observe", learn_writes=learn, skip_keys=skip_keys)
+    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set | None = None) -> Recorder:
+        rec = Recorder("observe", learn_writes=True, skip_keys=skip_keys)
+        rec.known_kernels = {kernel for kernel, _ in known or ()}
         with rec:
             fn()
         return rec

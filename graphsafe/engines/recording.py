@@ -190,6 +190,7 @@ class Recorder:
         self.mode = mode
         self.learn_writes = learn_writes
         self.skip_keys = skip_keys or set()
+        self.known_kernels: set[str] = set()  # kernels whose writes are known already: not learned again
         self.launches: list[Launch] = []
         self.internal: set[int] = set()
         self.external: dict[int, ExternalBuffer] = {}
@@ -363,7 +364,7 @@ class Recorder:
         self.launches.append(launch)
         ptrs = {k: v for k, v in bound.items() if isinstance(v, torch.Tensor)}
         before = None
-        if self.learn_writes:
+        if self.learn_writes and name not in self.known_kernels:
             before = {
                 k: v.clone() for k, v in ptrs.items() if v.untyped_storage().data_ptr() not in self.skip_keys
             }

@@ -35,7 +35,7 @@ def captured(cls, engine, sizes=(4,), **guard_kw):
     with torch.no_grad():
         for size in sorted(sizes, reverse=True):
             t.prepare(S.SPEC.worst_case_batch(size))
-            eng.warmup(t.forward, skip_keys=set(), learn=False)
+            eng.warmup(t.forward, skip_keys=set())
             with guard.capture(key=size):
                 graphs[size] = eng.capture(t.forward, pool=None)
     return t, graphs, guard
