@@ -36,7 +36,7 @@ from ..findings import Finding
 from . import atomic, environment, heatmap, jsonio, lifecycle, markdown, repro
 from .jsonio import SCHEMA_VERSION, load_finding
 from .lifecycle import prune_stale
-from .paths import REPORT_FILES, report_path, target_slug
+from .paths import REPORT_FILES, display_path, report_path, target_slug
 from .repro import repro_main
 
 __all__ = ["write_report", "load_finding", "report_path", "repro_main", "report_data", "prune_stale",
@@ -91,6 +91,7 @@ def write_report(finding: Finding, root: str | os.PathLike) -> Path:
     json_text = jsonio.dumps(data)
     decoded = jsonio.loads(json_text)  # markdown, script and picture are drawn from exactly what the JSON says
     hm = decoded.get("heatmap")
+    shown = display_path(final)  # report.md and repro.py name the directory as the user would type it
     with atomic.staged_directory(final, keep=lambda tmp: lifecycle.same_report(tmp, final)) as tmp:
         atomic.write_file(tmp / jsonio.FILE_NAME, json_text)
         if heatmap.usable(hm):
@@ -99,6 +100,6 @@ def write_report(finding: Finding, root: str | os.PathLike) -> Path:
             png = heatmap.render_unavailable_png(f"{finding.kind.value}: no replay output was compared")
         atomic.write_file(tmp / "diff.png", png)
         atomic.write_file(tmp / repro.SCRIPT_NAME, repro.render_script(
-            repro.recipe_from_data(decoded), message=finding.message, report_dir=str(final)))
-        atomic.write_file(tmp / "report.md", markdown.render(decoded, report_dir=str(final)))
+            repro.recipe_from_data(decoded), message=finding.message, report_dir=shown))
+        atomic.write_file(tmp / "report.md", markdown.render(decoded, report_dir=shown))
     return final

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..findings import CheckResult, FindingKind
 from ..probes import PROBES
 from . import atomic, jsonio
-from .paths import target_slug
+from .paths import display_path, target_slug
 
 __all__ = ["VOLATILE_KEYS", "normalised", "same_report", "reported_kinds", "prune_stale"]
 
@@ -92,14 +92,6 @@ def reported_kinds(result: CheckResult) -> set[str]:
     return kinds
 
 
-def _shown(path: Path) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive
-        return str(path)
-    return str(path) if rel.startswith("..") else rel
-
-
 def prune_stale(result: CheckResult, root: str | os.PathLike) -> list[Path]:
     """Remove ``result.target``'s reports under ``root`` that this check should have rewritten but did not.
 
@@ -126,10 +118,10 @@ def prune_stale(result: CheckResult, root: str | os.PathLike) -> list[Path]:
         try:
             atomic.remove(entry)
         except OSError as e:
-            result.notes.append(f"stale report {_shown(entry)} not removed: {e}")
+            result.notes.append(f"stale report {display_path(entry)} not removed: {e}")
             continue
         removed.append(entry)
-        result.notes.append(f"removed stale report {_shown(entry)}: not found by this run")
+        result.notes.append(f"removed stale report {display_path(entry)}: not found by this run")
     if removed:
         with contextlib.suppress(OSError):
             base.rmdir()  # the target's folder, once it holds no report

@@ -21,6 +21,7 @@ from graphsafe.check.api import clear_sessions
 from graphsafe.frontend.inprocess import write_reports
 from graphsafe.probes import PROBES
 from graphsafe.reports import atomic, environment, lifecycle
+from graphsafe.reports.paths import display_path
 from tests.targets import plain_torch
 from tests.unit.reports.test_reports import SPEC, leftovers, make_finding, write
 
@@ -146,7 +147,7 @@ def test_a_check_after_the_fix_removes_the_report_of_the_fixed_bug(tmp_path, mon
     assert fixed.ok, fixed.summary()
     assert not report.exists()
     assert [n for n in fixed.notes if n.startswith("removed stale report")] == [
-        f"removed stale report {lifecycle._shown(report)}: not found by this run"]
+        f"removed stale report {display_path(report)}: not found by this run"]
 
 
 # == re-running ================================================================================

@@ -88,3 +88,14 @@ def test_a_target_error_before_any_step_says_no_step_is_marked(tmp_path):
     md = (write(FindingKind.TARGET_ERROR, tmp_path, batches=list(STEPS), step=-1) / "report.md").read_text()
     assert "**fails here**" not in md
     assert "No step is marked: the finding arose before the first step ran" in md
+
+
+# == paths as the user types them ==============================================================
+def test_a_report_under_the_current_directory_names_itself_relative(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = write(FindingKind.LAZY_INIT, tmp_path / "reports")  # an absolute root, as the front ends pass it
+    rel = f"reports/backend.attn_FlashBackend/{path.name}"
+    md, script = (path / "report.md").read_text(), (path / "repro.py").read_text()
+    assert f"python {rel}/repro.py" in md and f"graphsafe repro {rel}" in md
+    assert f"python {rel}/repro.py" in script
+    assert str(tmp_path) not in md + script
