@@ -162,8 +162,8 @@ def draw(heatmap: dict, *, title: str = "") -> Picture:
             "row": f"of {about['source']} per row"}[about["row_kind"]]
     head = f"{title}: " if title else ""
     note = "  (outputs agree; static state differs)" if about["row_kind"] != "token" else ""
-    ax.set_title(f"{head}|graph - eager| {what}\nmax {about['max']}"
-                 + (", NaN/inf present" if about["nonfinite"] else "") + note, fontsize=10)
+    largest = f"max NaN/inf (largest finite {about['max']})" if about["nonfinite"] else f"max {about['max']}"
+    ax.set_title(f"{head}|graph - eager| {what}\n{largest}{note}", fontsize=10)
     fig.legend(handles=legend, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=per_row, fontsize=8,
                frameon=False)
     return Picture(fig, ax, _png(fig))

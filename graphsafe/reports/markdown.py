@@ -128,8 +128,6 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
     if data.get("capture_sizes"):
         L.append(f"- capture sizes captured: {', '.join(str(s) for s in data['capture_sizes'])}"
                  f" (from {data.get('capture_sizes_source', 'the finding')})")
-    elif spec:
-        L.append("- capture sizes captured: not recorded")
     L.append("")
 
     # -- steps --------------------------------------------------------------------------------

@@ -54,7 +54,8 @@ def test_title_names_the_kind_the_tensor_and_the_largest_difference():
     title = heatmap.draw(HEATMAP, title="lazy-init").axes.get_title()
     assert title.startswith("lazy-init: |graph - eager|")
     assert "output[0]" in title
-    assert "max 5" in title and "NaN/inf present" in title
+    assert "max NaN/inf (largest finite 5)" in title
+    assert heatmap.draw({**HEATMAP, "values": [[1.0, 2.5]]}).axes.get_title().endswith("\nmax 2.5")
 
 
 def test_a_colour_bar_runs_from_zero_to_the_largest_finite_difference():
@@ -175,7 +176,7 @@ def test_static_only_difference_draws_the_static_tensor_not_a_blank():
     data = jsonio.loads(jsonio.dumps({"h": heatmap_data(_ctx(*_caches()))}))["h"]  # as finding.json holds it
     picture = heatmap.draw(data, title="stale-padding")
     title = picture.axes.get_title()
-    assert "of static['kv_cache'] per KV block" in title and "max 1.5" in title and "static state differs" in title
+    assert "of static['kv_cache'] per KV block" in title and "largest finite 1.5" in title and "static state differs" in title
     image = _rgb(picture.png)
     assert image.getpixel(picture.cell_centre(4, 2)) == heatmap.MAX_COLOUR  # the stale write (block 4, column 2), dark red
     assert image.getpixel(picture.cell_centre(2, 1)) == heatmap.NAN_COLOUR
