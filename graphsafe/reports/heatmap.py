@@ -30,6 +30,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 __all__ = ["render_png", "render_unavailable_png", "draw", "Picture", "usable", "finite_max", "describe",
            "ZERO_COLOUR", "NAN_COLOUR", "PAD_BG", "PAD_FG", "MAX_COLOUR", "DPI"]
 
@@ -105,8 +107,6 @@ class Picture:
 
 
 def _grid(values: list[list[float]]):
-    import numpy as np  # noqa: PLC0415 - numpy comes with matplotlib's import, which is deferred
-
     cols = max(len(r) for r in values)
     a = np.array([[float(v) if v is not None else math.nan for v in r] + [0.0] * (cols - len(r)) for r in values])
     bad = ~np.isfinite(a)
