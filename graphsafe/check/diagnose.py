@@ -37,7 +37,42 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
 
 
 def heatmap(ctx: StepContext, max_rows: int = 128, max_cols: int = 64) -> dict | None:
-    """|graph - eager| over the first output: rows are token slots, padded rows counted."""
+    """|graph - eager| per row for ``diff.png`` (:mod:`graphsafe.reports.heatmap` says the format).
+
+    Over the first output: rows are token slots, padded rows counted.  When the outputs agree and
+    static state differs, over the first differing static tensor instead: one row per KV block
+    (labelled with the live request and token block owning it, ``unowned_rows`` for blocks none
+    owns) or per first-dim row; past ``max_rows`` rows only the rows that differ.
+    """
+
+    def pooled(diff: torch.Tensor) -> tuple[list, int]:
+        cols = diff.shape[1]
+        step = max(1, -(-cols // max_cols))
+        diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+        parts = [diff[:, i : i + step].amax(dim=1) for i in range(0, cols, step)]
+        return (torch.stack(parts, dim=1).tolist() if parts else []), step
+
+    def flat(t: torch.Tensor) -> torch.Tensor:
+        return t.detach().double().reshape(t.shape[0], -1).cpu()
+
+    statics = {f"static[{name!r}]": name for name in ctx.graph_static if name in ctx.eager_static}
+    if not any(m.tensor.startswith("output") for m in ctx.mismatches):
+        for m in ctx.mismatches:  # the outputs agree: draw the first differing static tensor
+            g, e = (side.get(statics.get(m.tensor, "")) for side in (ctx.graph_static, ctx.eager_static))
+            if g is None or e is None or g.shape != e.shape or g.dim() == 0 or g.numel() == 0:
+                continue
+            diff = (flat(g) - flat(e)).abs()
+            rows = list(range(diff.shape[0]))
+            if len(rows) > max_rows:
+                rows = ((diff > 0) | diff.isnan()).any(dim=1).nonzero().reshape(-1).tolist()[:max_rows]
+            values, step = pooled(diff[rows])
+            data = {"values": values, "padded_rows": 0, "col_step": step, "source": m.tensor}
+            if g.shape[0] != ctx.spec.num_blocks:
+                return {**data, "rows": [f"row{r}" for r in rows], "row_kind": "row", "unowned_rows": []}
+            owner = {b: (r, i) for r, table in enumerate(ctx.batch.block_table) for i, b in enumerate(table)}
+            labels = ["b%d r%d/tb%d" % (b, *owner[b]) if b in owner else f"b{b} none" for b in rows]
+            unowned = [i for i, b in enumerate(rows) if b not in owner]
+            return {**data, "rows": labels, "row_kind": "block", "unowned_rows": unowned}
     outs = ctx.graph.outputs
     if not outs or not ctx.eager_live or not outs[0].dtype.is_floating_point or outs[0].dim() == 0:
         return None
@@ -47,12 +82,8 @@ def heatmap(ctx: StepContext, max_rows: int = 128, max_cols: int = 64) -> dict |
     n = min(graph_live.shape[0], eager.shape[0], max_rows)
     if graph_live.shape[1] != eager.shape[1]:
         return None
-    cols = graph_live.shape[1]
-    step = max(1, -(-cols // max_cols))
-    diff = (graph_live[:n] - eager[:n]).abs()
-    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
-    pooled = [diff[:, i : i + step].amax(dim=1) for i in range(0, cols, step)]
-    values = torch.stack(pooled, dim=1).tolist() if pooled else []
+    values, step = pooled((graph_live[:n] - eager[:n]).abs())
     labels = ["r%dt%d" % ctx.batch.token_owner(r) for r in range(n)]
     pad_rows = min(full.shape[0], max_rows) - n
-    return {"values": values, "rows": labels, "padded_rows": max(0, pad_rows), "col_step": step}
+    return {"values": values, "rows": labels, "padded_rows": max(0, pad_rows), "col_step": step,
+            "source": "output[0]", "row_kind": "token"}

@@ -48,13 +48,16 @@ class ExampleRunner:
 
     def run(self, plan: Plan) -> Finding | None:
         """The example's finding, or None."""
+        before = self.steps_run
         try:
             # NaN poison makes the Triton interpreter's numpy warn on every op: expected, silenced
             with torch.no_grad(), np.errstate(all="ignore"):
                 return self._run(plan)
         except TargetRaised as e:
             f = target_error(e)
-            f.batches = list(plan.steps)
+            begun = self.steps_run - before  # the last step begun raised (none: setup or capture did)
+            f.batches = list(plan.steps[:begun]) if begun else list(plan.steps)
+            f.step = begun - 1
             return f
 
     def _session(self, plan: Plan) -> CaptureSession:

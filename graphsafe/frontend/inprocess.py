@@ -22,7 +22,7 @@ from ..check import CheckOptions, Progress, run_check
 from ..engines.userframe import innermost_user_frame
 from ..errors import TargetTimeout, UsageError
 from ..findings import CheckResult
-from ..reports import report_path, write_report
+from ..reports import prune_stale, report_path, write_report
 from .options import DEFAULT_TIMEOUT_S, ISOLATION, hypothesis_profile, one_line
 
 __all__ = ["RunOptions", "run_here", "write_reports", "check_report_dir", "deadline"]
@@ -133,7 +133,8 @@ def run_here(target: Any, check: CheckOptions, run: RunOptions, *, label: str = 
 
 
 def write_reports(result: CheckResult, report_dir: str | os.PathLike) -> None:
-    """A report for every error finding of ``result`` under ``report_dir``.
+    """A report for every error finding of ``result`` under ``report_dir``, then the target's
+    reports this check no longer finds removed, each with a note (:func:`graphsafe.reports.prune_stale`).
 
     Two pytest-xdist workers may write the same finding: the reports package replaces a report
     atomically, and a writer that loses the race may raise; the other's report then stands.
@@ -147,3 +148,7 @@ def write_reports(result: CheckResult, report_dir: str | os.PathLike) -> None:
                 f.report_dir = str(existing)
             else:  # a report is not worth losing the check result over
                 result.notes.append(f"report for {f.kind.value} not written: {one_line(e)}")
+    try:
+        prune_stale(result, report_dir)
+    except OSError as e:  # an old report left in place is not worth losing the check result over
+        result.notes.append(f"stale reports not removed: {one_line(e)}")

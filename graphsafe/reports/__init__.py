@@ -6,7 +6,7 @@ Layout::
         report.md      what, where, capture, shrunk steps, differences, environment, fix, how to rerun
         finding.json   the same, machine-readable ("schema_version": 1); load_finding() reads it back
         repro.py       standalone replay: exit 1 while the finding reproduces, 0 once fixed
-        diff.png       heatmap of |graph - eager| over the live output rows
+        diff.png       heatmap of |graph - eager| over the live output rows (or the differing static state)
 
 Public API::
 
@@ -14,12 +14,16 @@ Public API::
     f = graphsafe.reports.load_finding(path)                      # -> Finding (JSON only, never unpickles)
     graphsafe.reports.report_path(finding, "reports/")            # where write_report would write
     graphsafe.reports.repro_main(path, engine="emulate")          # what `graphsafe repro PATH` runs -> exit code
+    graphsafe.reports.prune_stale(result, "reports/")             # after a check: drop its fixed bugs' reports
 
 Overwrite policy: the directory name comes from the finding's key
 ``(target, kind, where)``, so writing the same finding again *replaces* its
 report atomically (the newest run wins: current environment, newest shrunk
-steps); different keys never share a directory.  Writes are all-or-nothing
-(see :mod:`graphsafe.reports.atomic`).
+steps), unless the report in place says the same once volatile parts (timings,
+addresses, versions, absolute paths) are ignored: then no file is touched.
+Different keys never share a directory.  Writes are all-or-nothing (see
+:mod:`graphsafe.reports.atomic`); :mod:`graphsafe.reports.lifecycle` says what
+counts as the same report and when a check removes a report.
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from ..findings import Finding
-from . import atomic, environment, heatmap, jsonio, markdown, repro
+from . import atomic, environment, heatmap, jsonio, lifecycle, markdown, repro
 from .jsonio import SCHEMA_VERSION, load_finding
-from .paths import REPORT_FILES, report_path, target_slug
+from .lifecycle import prune_stale
+from .paths import REPORT_FILES, display_path, report_path, target_slug
 from .repro import repro_main
 
-__all__ = ["write_report", "load_finding", "report_path", "repro_main", "report_data", "SCHEMA_VERSION",
-           "REPORT_FILES", "target_slug"]
+__all__ = ["write_report", "load_finding", "report_path", "repro_main", "report_data", "prune_stale",
+           "SCHEMA_VERSION", "REPORT_FILES", "target_slug"]
 
 
 def _warnings(f: Finding, hints: dict) -> list[str]:
@@ -75,7 +80,8 @@ def write_report(finding: Finding, root: str | os.PathLike) -> Path:
     """Write ``finding``'s report under ``root`` and return its directory.
 
     The directory is ``report_path(finding, root)``; an existing report for the
-    same key is replaced atomically.  Nothing is left under that name if
+    same key is replaced atomically, or left untouched when it says the same
+    (:func:`lifecycle.same_report`).  Nothing is left under that name if
     writing fails part-way.
     """
     final = report_path(finding, root)
@@ -85,7 +91,8 @@ def write_report(finding: Finding, root: str | os.PathLike) -> Path:
     json_text = jsonio.dumps(data)
     decoded = jsonio.loads(json_text)  # markdown, script and picture are drawn from exactly what the JSON says
     hm = decoded.get("heatmap")
-    with atomic.staged_directory(final) as tmp:
+    shown = display_path(final)  # report.md and repro.py name the directory as the user would type it
+    with atomic.staged_directory(final, keep=lambda tmp: lifecycle.same_report(tmp, final)) as tmp:
         atomic.write_file(tmp / jsonio.FILE_NAME, json_text)
         if heatmap.usable(hm):
             png = heatmap.render_png(hm, title=finding.kind.value)
@@ -93,6 +100,6 @@ def write_report(finding: Finding, root: str | os.PathLike) -> Path:
             png = heatmap.render_unavailable_png(f"{finding.kind.value}: no replay output was compared")
         atomic.write_file(tmp / "diff.png", png)
         atomic.write_file(tmp / repro.SCRIPT_NAME, repro.render_script(
-            repro.recipe_from_data(decoded), message=finding.message, report_dir=str(final)))
-        atomic.write_file(tmp / "report.md", markdown.render(decoded, report_dir=str(final)))
+            repro.recipe_from_data(decoded), message=finding.message, report_dir=shown))
+        atomic.write_file(tmp / "report.md", markdown.render(decoded, report_dir=shown))
     return final

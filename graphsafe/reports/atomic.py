@@ -11,6 +11,14 @@ Rewriting an existing report: the old directory is renamed aside
 (``.graphsafe-old~<name>~...``), the new one renamed into place, then the old
 one deleted.  A kill between those two renames leaves the old report aside;
 the next write's clean-up renames it back if nothing took its place.
+
+Keeping an existing report: ``staged_directory(final, keep=...)`` discards the
+fully written temporary directory instead of committing it when ``keep(tmp)``
+finds that the report already in place says the same (nothing under ``final`` is touched).
+
+Removing a report (:func:`remove`): the directory is renamed to a temporary
+name first, then deleted; a kill part-way leaves a temporary directory that the
+next clean-up removes, never a half-deleted report under its own name.
 """
 
 from __future__ import annotations
@@ -22,9 +30,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-__all__ = ["TMP_PREFIX", "OLD_PREFIX", "STALE_AFTER_S", "staged_directory", "write_file", "commit", "clean_stale"]
+__all__ = ["TMP_PREFIX", "OLD_PREFIX", "STALE_AFTER_S", "staged_directory", "write_file", "commit", "clean_stale", "remove"]
 
 TMP_PREFIX = ".graphsafe-tmp~"
 OLD_PREFIX = ".graphsafe-old~"
@@ -83,24 +91,44 @@ def commit(tmp: Path, final: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
+def _temporary(final: Path) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{final.name}~{os.getpid()}~", dir=final.parent))
+
+
 @contextlib.contextmanager
-def staged_directory(final: Path) -> Iterator[Path]:
+def staged_directory(final: Path, keep: Callable[[Path], bool] | None = None) -> Iterator[Path]:
     """Yield an empty temporary sibling of ``final``; on a clean exit it becomes ``final``.
 
     On any exception (KeyboardInterrupt included) the temporary directory is
-    removed and ``final`` is left exactly as it was.
+    removed and ``final`` is left exactly as it was.  With ``keep``, a clean exit
+    where ``keep(tmp)`` is true removes the temporary directory and leaves
+    ``final`` untouched (the existing report says the same).
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{final.name}~{os.getpid()}~", dir=final.parent))
+    tmp = _temporary(final)
     try:
         os.chmod(tmp, 0o755)
         yield tmp
+        if keep is not None and keep(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
         _fsync_dir(tmp)
         commit(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def remove(final: Path) -> None:
+    """Delete the report directory ``final``: renamed to a temporary name first, then removed."""
+    final = Path(final)
+    tmp = _temporary(final)
+    try:
+        os.rename(final, tmp / final.name)  # one rename: the report is there whole, or gone
+        _fsync_dir(final.parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -62,6 +62,28 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
+UNOWNED_NOTE = ("request -1 (and token_block / first_token -1): no live request of this step owns the block, "
+                "so whatever differs there is stale state or was written through a padded slot.")
+
+
+def _heatmap_lines(hm: dict) -> list[str]:
+    about = heatmap.describe(hm)
+    rows, cols, step = len(hm["values"]), max(len(r) for r in hm["values"]), hm.get("col_step", 1)
+    colour = ("Colour: white = no difference, pale yellow to dark red = larger |graph - eager| "
+              f"(linear up to the largest finite difference, {about['max']}), magenta = NaN or infinite difference.")
+    if about["row_kind"] == "token":
+        return [f"![|graph - eager| over the live rows of {about['source']}](diff.png)", "",
+                f"{rows} live rows of {_code(about['source'])} (labels rXtY = request X, token Y) x {cols} columns, "
+                f"each the max over {step} output values; {hm.get('padded_rows', 0)} padded rows below them, drawn "
+                f"as a hatched grey band (not compared). {colour}", ""]
+    what = ("KV blocks (labels bB rR/tbT = block B holds token block T of request R; bB none = no live request "
+            "of this step owns block B: stale state or padding)" if about["row_kind"] == "block"
+            else "rows (first dimension)")
+    return [f"![|graph - eager| of {about['source']}](diff.png)", "",
+            f"The outputs agree; the static tensor {_code(about['source'])} differs. {rows} {what} x {cols} "
+            f"columns, each the max over {step} values of the row. {colour}", ""]
+
+
 def render(data: dict[str, Any], *, report_dir: str = "") -> str:
     """Markdown for a finding's data (``finding.json`` content, with floats decoded)."""
     kind, target = data["kind"], data.get("target") or "(unnamed target)"
@@ -90,8 +112,8 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
     # -- capture ------------------------------------------------------------------------------
     L += ["## Capture", ""]
     spec = data.get("spec")
-    if spec:
-        L += _table(["field", "value"], [[k, v] for k, v in spec.items()]) + [""]
+    if spec:  # the sizes are listed once below: the ones actually captured, not the spec's "() = default"
+        L += _table(["field", "value"], [[k, v] for k, v in spec.items() if k != "capture_sizes"]) + [""]
     else:
         L += ["Capture spec: not recorded (the target's default spec).", ""]
     L.append(f"- capture size: {data.get('capture_size') or '-'}")
@@ -120,6 +142,8 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
         if 0 <= fail < len(batches):
             L.append(f"Step {fail} is the failing step.")
             L.append("")
+        else:
+            L += ["No step is marked: the finding arose before the first step ran (in setup or capture).", ""]
         L += ["Full batches (block tables included):", "", _json_block(batches), ""]
     else:
         L += ["No steps: the finding arises at capture, before any replay.", ""]
@@ -140,6 +164,8 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
             coords = "(request, token)" if "token" in keys else "(request, block)" if "block" in keys else ""
             L += [f"First mismatching positions in {_code(m['tensor'])} {coords}:".replace(" :", ":"), ""]
             L += _table(keys, [[p.get(k, "") for k in keys] for p in first]) + [""]
+            if "block" in keys and any(p.get("request") == -1 for p in first):
+                L += [UNOWNED_NOTE, ""]
     else:
         L += ["No output comparison was made for this finding.", ""]
 
@@ -147,16 +173,7 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
     L += ["## Heatmap", ""]
     hm = data.get("heatmap")
     if heatmap.usable(hm):
-        L += [
-            "![|graph - eager| over the live output rows](diff.png)",
-            "",
-            f"{len(hm['values'])} live rows (labels rXtY = request X, token Y) x "
-            f"{max(len(r) for r in hm['values'])} columns, each the max over {hm.get('col_step', 1)} output values; "
-            f"{hm.get('padded_rows', 0)} padded rows below them, drawn as a hatched grey band (not compared). "
-            "Colour: white = no difference, pale yellow to dark red = larger |graph - eager| "
-            "(linear up to the largest finite difference), magenta = NaN or infinite difference.",
-            "",
-        ]
+        L += _heatmap_lines(hm)
     else:
         L += ["No output diff is available for this finding (nothing was replayed and compared); "
               "`diff.png` only says so.", ""]

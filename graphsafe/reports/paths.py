@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..findings import Finding
 
-__all__ = ["target_slug", "report_path", "REPORT_FILES"]
+__all__ = ["target_slug", "report_path", "display_path", "REPORT_FILES"]
 
 REPORT_FILES = ("finding.json", "report.md", "repro.py", "diff.png")
 _MAX_SLUG = 80
@@ -56,3 +56,12 @@ def report_path(finding: Finding, root: str | os.PathLike) -> Path:
         if recorded is None or recorded == list(finding.key):
             return candidate  # ours (or unreadable: ours to replace)
     return candidate
+
+
+def display_path(path: str | os.PathLike) -> str:
+    """``path`` as a report shows it: relative to the current directory when inside it, else absolute."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive
+        return str(path)
+    return str(path) if rel == ".." or rel.startswith(".." + os.sep) else rel

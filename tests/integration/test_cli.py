@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -145,6 +146,23 @@ def test_report_then_repro_round_trip(targets, capsys):
     assert os.path.isfile(os.path.join(path, "finding.json"))
     assert main(["repro", path, "--engine", "emulate"]) == 1  # still reproduces
     assert "REPRODUCED" in capsys.readouterr().out
+
+
+def test_a_check_that_no_longer_finds_a_reported_bug_removes_its_report_and_says_so(targets, capsys):
+    reports = targets / "reports"
+    assert main(["check", f"{MOD}:Fresh", *FAST, "--probes", "stale-pointer", "--report-dir", str(reports)]) == 1
+    found = re.search(r"report: (\S+)", capsys.readouterr().out).group(1)
+    # the same report as an earlier, buggy Safe would have written it: Safe is the fixed version
+    old = reports / f"{MOD}_Safe" / os.path.basename(found)
+    shutil.copytree(found, old)
+    data = json.loads((old / "finding.json").read_text())
+    (old / "finding.json").write_text(json.dumps({**data, "target": f"{MOD}:Safe"}))
+    assert main(["check", f"{MOD}:Safe", *FAST, "--probes", "stale-pointer", "--report-dir", str(reports)]) == 0
+    out = capsys.readouterr().out
+    assert not old.exists()
+    assert (f"note ({MOD}:Safe): removed stale report reports/{MOD}_Safe/{old.name}: not found by this run"
+            in out.splitlines())
+    assert os.path.isdir(found)  # another target's report stays
 
 
 def test_python_m_graphsafe(targets):

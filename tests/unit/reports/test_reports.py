@@ -3,7 +3,8 @@
 * layout: ``<root>/<target slug>/<kind>-<short hash>/`` holds report.md, finding.json, repro.py, diff.png;
 * content: report.md and finding.json say what, where, capture, steps, differences, versions, fix, rerun;
 * round trip: ``load_finding`` rebuilds the Finding from plain JSON (schema_version 1 only);
-* picture: diff.png is a valid PNG whose cells show the differences and the padded rows;
+* picture: diff.png is a valid PNG whose cells show the differences and the padded rows
+  (more in test_diff_png.py);
 * atomicity and deduplication: no partial directory, same key -> same directory, replaced;
 * end to end: a report's repro exits 1 while the bug is there and 0 against the fixed twin.
 """
@@ -17,6 +18,7 @@ import math
 import os
 import pickle
 import shutil
+import io
 import struct
 import subprocess
 import sys
@@ -33,9 +35,10 @@ from graphsafe import Batch, CaptureSpec, Finding, FindingKind, Mismatch
 from graphsafe import reports
 from graphsafe.findings import EXPLANATIONS, FIXES
 from graphsafe.reports import atomic, heatmap, jsonio, markdown, repro
-from graphsafe.reports.png import PNG_SIGNATURE
+from PIL import Image  # matplotlib's own image library: decodes what diff.png holds
 
 CAPTURE_SEED = 2**31 - 1
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # -- hand-built findings, one (at least) per kind ---------------------------------------------
 SPEC = CaptureSpec(max_reqs=4, max_query_len=2, max_seq_len=16, block_size=4)
@@ -165,9 +168,9 @@ def leftovers(parent: Path) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if p.name.startswith((atomic.TMP_PREFIX, atomic.OLD_PREFIX)))
 
 
-# -- PNG reading (the test's own decoder) -----------------------------------------------------
+# -- PNG reading ------------------------------------------------------------------------------
 def read_png(data: bytes):
-    """(width, height, pixel(x, y)) after checking signature, chunk CRCs, IHDR and the IDAT size."""
+    """(width, height, pixel(x, y)) after checking signature, chunk CRCs, IHDR and the decoded size."""
     assert data[:8] == PNG_SIGNATURE
     pos, chunks = 8, []
     while pos < len(data):
@@ -178,16 +181,15 @@ def read_png(data: bytes):
         chunks.append((tag, payload))
         pos += 12 + n
     assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND"
-    width, height, depth, colour_type, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
-    assert (depth, colour_type, interlace) == (8, 2, 0)  # 8-bit RGB, not interlaced
-    raw = zlib.decompress(b"".join(p for t, p in chunks if t == b"IDAT"))
-    stride = 1 + 3 * width
-    assert len(raw) == height * stride
-    assert all(raw[y * stride] == 0 for y in range(height))  # filter type 0 on every row
+    width, height, depth, _colour_type, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    assert (depth, interlace) == (8, 0)  # 8 bits per channel, not interlaced
+    image = Image.open(io.BytesIO(data))
+    image.load()
+    assert image.size == (width, height)
+    rgb = image.convert("RGB")
 
     def pixel(x: int, y: int) -> tuple[int, int, int]:
-        o = y * stride + 1 + 3 * x
-        return tuple(raw[o : o + 3])
+        return rgb.getpixel((x, y))
 
     return width, height, pixel
 
@@ -417,40 +419,42 @@ def test_load_finding_rejects_json_that_is_not_a_finding(tmp_path):
 # == diff.png ==================================================================================
 @pytest.mark.parametrize("kind", WITH_HEATMAP, ids=[k.value for k in WITH_HEATMAP])
 def test_diff_png_is_a_valid_png_sized_by_the_layout(tmp_path, kind):
-    width, height, _ = read_png((write(kind, tmp_path) / "diff.png").read_bytes())
-    lay = heatmap.layout(HEATMAP, title=kind.value)
-    assert (width, height) == (lay.width, lay.height)
-    assert lay.cell == heatmap.CELL == 8
-    assert width >= 4 * 8 and height >= (3 + 5) * 8  # 4 columns; 3 live + 5 padded rows
-
-
-def _cell_centre(lay, row, col):
-    x, y = lay.cell_xy(row, col)
-    return x + lay.cell // 2, y + lay.cell // 2
+    data = (write(kind, tmp_path) / "diff.png").read_bytes()
+    width, height, _ = read_png(data)
+    picture = heatmap.draw(HEATMAP, title=kind.value)
+    assert (width, height) == picture.size and data == picture.png
+    # 4 columns, 3 live + 5 padded rows: every cell at least 8 pixels a side
+    (x0, y0), (x1, y1) = picture.cell_centre(0, 0), picture.cell_centre(7, 3)
+    assert (x1 - x0) / 3 >= 8 and (y1 - y0) / 7 >= 8
 
 
 def test_diff_png_draws_zero_white_max_dark_red_and_nan_magenta(tmp_path):
     _, _, pixel = read_png((write(FindingKind.STALE_PADDING, tmp_path) / "diff.png").read_bytes())
-    lay = heatmap.layout(HEATMAP, title="stale-padding")
-    assert pixel(*_cell_centre(lay, 0, 0)) == heatmap.ZERO_COLOUR == (255, 255, 255)
-    assert pixel(*_cell_centre(lay, 2, 2)) == heatmap.colour(5.0, 5.0) == (128, 0, 38)
-    assert pixel(*_cell_centre(lay, 1, 0)) == heatmap.NAN_COLOUR
-    small = pixel(*_cell_centre(lay, 1, 2))  # 0.25 of max 5: visible, lighter than the max
-    assert small != heatmap.ZERO_COLOUR and sum(small) > sum(heatmap.colour(5.0, 5.0))
+    picture = heatmap.draw(HEATMAP, title="stale-padding")
+    assert pixel(*picture.cell_centre(0, 0)) == heatmap.ZERO_COLOUR == (255, 255, 255)
+    assert pixel(*picture.cell_centre(2, 2)) == heatmap.MAX_COLOUR == (128, 0, 38)
+    assert pixel(*picture.cell_centre(1, 0)) == heatmap.NAN_COLOUR
+    small = pixel(*picture.cell_centre(1, 2))  # 0.25 of max 5: visible, lighter than the max
+    assert small != heatmap.ZERO_COLOUR and sum(small) > sum(heatmap.MAX_COLOUR)
 
 
 def test_diff_png_marks_padded_rows_as_a_hatched_grey_band(tmp_path):
     _, _, pixel = read_png((write(FindingKind.STALE_PADDING, tmp_path) / "diff.png").read_bytes())
-    lay = heatmap.layout(HEATMAP, title="stale-padding")
-    x0, y0 = lay.cell_xy(3, 0)  # first padded row
-    band = {pixel(x, y) for x in range(x0, x0 + 4 * lay.cell) for y in range(y0 + 1, y0 + 5 * lay.cell)}
-    assert band == {heatmap.PAD_BG, heatmap.PAD_FG}
+    picture = heatmap.draw(HEATMAP, title="stale-padding")
+    (x0, y0), (x1, y1) = picture.cell_centre(3, 0), picture.cell_centre(7, 3)  # the padded rows' cells
+    band = [pixel(x, y) for x in range(x0, x1 + 1) for y in range(y0, y1 + 1)]
+    assert all(r == g == b for r, g, b in band)  # grey only: no difference colour
+    assert heatmap.PAD_BG in band  # the band's ground
+    assert min(r for r, _, _ in band) <= heatmap.PAD_FG[0] + 10  # and its darker hatching
+    assert band.count(heatmap.PAD_BG) > len(band) // 2
 
 
 def test_diff_png_says_no_diff_available_without_heatmap(tmp_path):
-    width, height, pixel = read_png((write(FindingKind.CAPTURE_FAILURE, tmp_path) / "diff.png").read_bytes())
-    assert width < 400 and height < 60
-    assert (30, 30, 30) in {pixel(x, y) for x in range(width) for y in range(height)}  # it has text
+    data = (write(FindingKind.CAPTURE_FAILURE, tmp_path) / "diff.png").read_bytes()
+    width, height, pixel = read_png(data)
+    assert width * height < heatmap.draw(HEATMAP).size[0] * heatmap.draw(HEATMAP).size[1] // 2  # a small note
+    assert any(max(pixel(x, y)) < 60 for x in range(width) for y in range(height))  # it has dark text
+    assert data == heatmap.render_unavailable_png("capture-failure: no replay output was compared")
 
 
 # == repro.py ==================================================================================

@@ -1,0 +1,128 @@
+"""Reports that stay true: an equivalent rewrite changes no file, a fixed bug's report goes.
+
+* :func:`same_report`: a freshly written report says the same as the one in place when every file
+  matches once the volatile parts are ignored: the search effort (``seconds_to_find``,
+  ``examples_to_find``: "Found after 7 example(s) (1.8 s)"), memory addresses (``0x7f...``), the
+  environment section and graphsafe's version, and absolute paths.  :func:`graphsafe.reports.write_report` then leaves the existing files untouched, so
+  re-running a check does not churn committed sample reports.
+* :func:`prune_stale`: after a check of target T, T's report directories of the kinds the check
+  reported on that this run did not (re)write are removed, each with a note on the result.
+
+Example::
+
+    result = run_check("flex:fresh_metadata", options)
+    for f in result.errors:
+        f.report_dir = str(write_report(f, "reports"))
+    prune_stale(result, "reports")   # -> [Path("reports/flex_fresh_metadata/lazy-init-...")] once fixed
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+
+from ..findings import CheckResult, FindingKind
+from ..probes import PROBES
+from . import atomic, jsonio
+from .paths import display_path, target_slug
+
+__all__ = ["VOLATILE_KEYS", "normalised", "same_report", "reported_kinds", "prune_stale"]
+
+#: finding.json keys whose values change from run to run without the finding changing (the search
+#: effort too: a rerun replays the saved failing example from Hypothesis' database first)
+VOLATILE_KEYS = ("environment", "seconds_to_find", "examples_to_find")
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_ABSOLUTE_PATH = re.compile(r"(?<![\w./~-])/(?:[\w.+~-]+/)*[\w.+~-]+")
+_MD_ENVIRONMENT = re.compile(r"^## Environment\n.*?(?=^## )", re.S | re.M)
+_MD_FOUND_AFTER = re.compile(r"^\*\*Found after:\*\* .*$", re.M)
+_VERSION_LINE = re.compile(r"Written by graphsafe \S+")
+
+
+def _mask(text: str) -> str:
+    return _ABSOLUTE_PATH.sub("<path>", _ADDRESS.sub("0x?", text))
+
+
+def normalised(name: str, raw: bytes) -> bytes:
+    """A report file's bytes without the parts that vary between equivalent runs (see the module docstring)."""
+    if not name.endswith((".json", ".md", ".py")):
+        return raw  # diff.png: the same data draws the same bytes
+    text = raw.decode("utf-8", errors="replace")
+    if name.endswith(".json"):
+        try:
+            data = jsonio.loads(text)
+        except json.JSONDecodeError:
+            return raw
+        if isinstance(data, dict):
+            text = jsonio.dumps({k: v for k, v in data.items() if k not in VOLATILE_KEYS})
+    elif name.endswith(".md"):
+        text = _MD_FOUND_AFTER.sub("", _MD_ENVIRONMENT.sub("", text))
+    else:
+        text = _VERSION_LINE.sub("Written by graphsafe", text)
+    return _mask(text).encode("utf-8")
+
+
+def _files(directory: Path) -> dict[str, Path]:
+    return {p.name: p for p in directory.iterdir()}
+
+
+def same_report(new: Path, existing: Path) -> bool:
+    """True when the report directory ``existing`` holds the same files as ``new``, volatile parts aside."""
+    try:
+        if not existing.is_dir():
+            return False
+        a, b = _files(new), _files(existing)
+        if a.keys() != b.keys() or not all(p.is_file() for p in b.values()):
+            return False
+        return all(normalised(n, a[n].read_bytes()) == normalised(n, b[n].read_bytes()) for n in a)
+    except OSError:
+        return False
+
+
+def reported_kinds(result: CheckResult) -> set[str]:
+    """The finding kinds ``result``'s check looked for: its probes; with every probe, also the kinds
+    no probe names (a replay mismatch, the target's own error).  Empty when it never searched."""
+    if not result.calls:  # the capture failed or the target raised before any example: nothing was looked for
+        return set()
+    kinds = set(result.probes)
+    if kinds >= set(PROBES):
+        kinds |= {FindingKind.REPLAY_MISMATCH.value, FindingKind.TARGET_ERROR.value}
+    return kinds
+
+
+def prune_stale(result: CheckResult, root: str | os.PathLike) -> list[Path]:
+    """Remove ``result.target``'s reports under ``root`` that this check should have rewritten but did not.
+
+    A report directory goes when its ``finding.json`` names this target and a kind among
+    :func:`reported_kinds` and no error finding of ``result`` was written there (``report_dir``).
+    Each removal adds a note to ``result.notes``; unreadable directories are left alone.  Removal is
+    atomic (:func:`atomic.remove`).  Returns the directories removed.
+    """
+    kinds = reported_kinds(result)
+    base = Path(root) / target_slug(result.target)
+    if not kinds or not base.is_dir():
+        return []
+    written = {Path(f.report_dir).resolve() for f in result.errors if f.report_dir}
+    removed: list[Path] = []
+    for entry in sorted(base.iterdir()):
+        if entry.name.startswith(".") or not entry.is_dir() or entry.resolve() in written:
+            continue
+        try:
+            data = jsonio.read_data(entry)
+        except (OSError, ValueError):
+            continue  # not a graphsafe report (or not this version's): not ours to delete
+        if data.get("target") != result.target or data.get("kind") not in kinds:
+            continue
+        try:
+            atomic.remove(entry)
+        except OSError as e:
+            result.notes.append(f"stale report {display_path(entry)} not removed: {e}")
+            continue
+        removed.append(entry)
+        result.notes.append(f"removed stale report {display_path(entry)}: not found by this run")
+    if removed:
+        with contextlib.suppress(OSError):
+            base.rmdir()  # the target's folder, once it holds no report
+    return removed

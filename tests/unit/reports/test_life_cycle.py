@@ -1,0 +1,233 @@
+"""Specifications for reports that stay true (``graphsafe.reports.lifecycle``).
+
+* after a fix: a check with a report dir removes the target's old reports of the kinds it looked
+  for and did not find again, atomically, with a note naming each; other kinds, other targets,
+  unreadable directories and checks that never searched leave reports alone;
+* re-running: a report that says the same once timings, addresses, the environment and absolute
+  paths are ignored is left untouched (bytes and mtimes); a real change rewrites it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import graphsafe
+from graphsafe import CheckResult, FindingKind
+from graphsafe.check.api import clear_sessions
+from graphsafe.frontend.inprocess import write_reports
+from graphsafe.probes import PROBES
+from graphsafe.reports import atomic, environment, lifecycle
+from graphsafe.reports.paths import display_path
+from tests.targets import plain_torch
+from tests.unit.reports.test_reports import SPEC, leftovers, make_finding, write
+
+TARGET = "backend.attn:FlashBackend"  # make_finding's target
+
+
+def _result(*findings, probes=tuple(PROBES), calls=5, target=TARGET) -> CheckResult:
+    return CheckResult(target=target, engine="emulate", spec=SPEC, probes=tuple(probes), findings=list(findings),
+                       calls=calls)
+
+
+def _snapshot(path: Path) -> dict[str, tuple[bytes, int, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_ino) for p in sorted(path.iterdir())}
+
+
+# == after a fix ===============================================================================
+def test_a_clean_rerun_removes_the_old_report_with_a_note(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    old = write(FindingKind.STALE_PADDING, tmp_path / "reports")
+    result = _result()
+    removed = lifecycle.prune_stale(result, tmp_path / "reports")
+    assert removed == [old] and not old.exists()
+    rel = os.path.relpath(old)
+    assert rel.startswith("reports/backend.attn_FlashBackend/stale-padding-")
+    assert result.notes == [f"removed stale report {rel}: not found by this run"]
+    assert not old.parent.exists()  # the target's folder went with its last report
+    assert leftovers(tmp_path / "reports") == []
+
+
+def test_write_reports_keeps_what_this_run_wrote_and_removes_the_rest(tmp_path):
+    root = tmp_path / "reports"
+    gone = write(FindingKind.LAZY_INIT, root)
+    again = make_finding(FindingKind.STALE_PADDING)
+    write_reports(_result(again), root)
+    assert Path(again.report_dir).is_dir()
+    assert not gone.exists()
+    assert sorted(p.name for p in (root / "backend.attn_FlashBackend").iterdir()) == [Path(again.report_dir).name]
+
+
+def test_write_reports_notes_each_removed_report(tmp_path):
+    root = tmp_path / "reports"
+    a = write(FindingKind.LAZY_INIT, root)
+    b = write(FindingKind.STALE_PADDING, root)
+    result = _result()
+    write_reports(result, root)
+    assert len(result.notes) == 2
+    for path, note in zip(sorted([a, b]), result.notes):
+        assert note.startswith("removed stale report ") and note.endswith(f"{path.name}: not found by this run")
+
+
+def test_kinds_the_check_did_not_look_for_are_kept(tmp_path):
+    kept = write(FindingKind.STALE_PADDING, tmp_path)
+    gone = write(FindingKind.LAZY_INIT, tmp_path)
+    result = _result(probes=["lazy-init"])
+    assert lifecycle.prune_stale(result, tmp_path) == [gone]
+    assert kept.is_dir()
+
+
+def test_replay_mismatch_and_target_error_go_only_after_a_check_of_every_probe(tmp_path):
+    rm = write(FindingKind.REPLAY_MISMATCH, tmp_path)
+    te = write(FindingKind.TARGET_ERROR, tmp_path)
+    assert lifecycle.prune_stale(_result(probes=["lazy-init", "stale-padding"]), tmp_path) == []
+    assert sorted(lifecycle.prune_stale(_result(), tmp_path)) == sorted([rm, te])
+
+
+def test_a_check_that_never_searched_removes_nothing(tmp_path):
+    kept = write(FindingKind.LAZY_INIT, tmp_path)
+    capture = make_finding(FindingKind.CAPTURE_FAILURE)
+    result = _result(capture, calls=0)  # the capture failed: no example ran, nothing was looked for
+    write_reports(result, tmp_path)
+    assert kept.is_dir() and Path(capture.report_dir).is_dir()
+    assert result.notes == []
+
+
+def test_other_targets_and_foreign_directories_are_kept(tmp_path):
+    other = write(FindingKind.LAZY_INIT, tmp_path, target="backend.attn:OtherBackend")
+    same_slug = write(FindingKind.LAZY_INIT, tmp_path, target="backend.attn_FlashBackend")  # same folder name
+    foreign = tmp_path / "backend.attn_FlashBackend" / "notes"
+    foreign.mkdir()
+    (foreign / "todo.txt").write_text("mine")
+    assert same_slug.parent == foreign.parent
+    assert lifecycle.prune_stale(_result(), tmp_path) == []
+    assert other.is_dir() and same_slug.is_dir() and (foreign / "todo.txt").read_text() == "mine"
+
+
+def test_removal_is_atomic_a_failure_leaves_the_report_whole(tmp_path, monkeypatch):
+    path = write(FindingKind.LAZY_INIT, tmp_path)
+    before = _snapshot(path)
+
+    def refuse(src, dst):
+        raise PermissionError(13, "read-only", str(src))
+
+    monkeypatch.setattr(atomic.os, "rename", refuse)
+    result = _result()
+    assert lifecycle.prune_stale(result, tmp_path) == []
+    monkeypatch.undo()
+    assert _snapshot(path) == before
+    assert result.notes and result.notes[0].startswith("stale report ") and "not removed" in result.notes[0]
+    assert leftovers(path.parent) == []
+
+
+class Toggle(plain_torch.Safe):
+    """stale-pointer while BUGGY is set (rebinds a buffer the graph reads), correct once it is not."""
+
+    BUGGY = True
+
+    def prepare(self, batch):
+        super().prepare(batch)
+        if Toggle.BUGGY:
+            self.lens = self.lens.clone()
+
+
+def test_a_check_after_the_fix_removes_the_report_of_the_fixed_bug(tmp_path, monkeypatch):
+    def check():
+        return graphsafe.check(Toggle, engine="emulate", examples=10, seed=0, database=False, report_dir=tmp_path)
+
+    buggy = check()
+    assert buggy.kinds == {"stale-pointer"}, buggy.summary()
+    report = Path(buggy.findings[0].report_dir)
+    monkeypatch.setattr(Toggle, "BUGGY", False)
+    clear_sessions()  # the buggy prepare() rebound the cached graph instance's buffer: capture anew, as a new run would
+    fixed = check()
+    assert fixed.ok, fixed.summary()
+    assert not report.exists()
+    assert [n for n in fixed.notes if n.startswith("removed stale report")] == [
+        f"removed stale report {display_path(report)}: not found by this run"]
+
+
+# == re-running ================================================================================
+def test_an_equivalent_rewrite_leaves_every_file_untouched(tmp_path, monkeypatch):
+    first = make_finding(FindingKind.STALE_POINTER, seconds_to_find=1.25, examples_to_find=7)
+    path = graphsafe.reports.write_report(first, tmp_path)
+    before = _snapshot(path)
+    again = make_finding(
+        FindingKind.STALE_POINTER, seconds_to_find=9.5, examples_to_find=1,  # another search effort
+        message=first.message.replace("0x7f0010", "0x55aa00").replace("0x7f0400", "0x55ab00"),  # other addresses
+        details={"dead": [{**first.details["dead"][0], "address": "0x55aa00"}]},
+    )
+    monkeypatch.setattr(environment, "environment", lambda: {  # another machine's versions
+        "python": "3.99.0", "torch": "9.9.9", "triton": None, "graphsafe": "9.9", "cuda": None,
+        "gpu": "none (CPU)", "platform": "elsewhere"})
+    assert graphsafe.reports.write_report(again, tmp_path) == path
+    assert _snapshot(path) == before
+    assert leftovers(path.parent) == []
+
+
+def test_a_report_written_under_another_root_counts_as_the_same(tmp_path):
+    a, b = write(FindingKind.LAZY_INIT, tmp_path / "a"), write(FindingKind.LAZY_INIT, tmp_path / "b")
+    assert str(a) in (a / "report.md").read_text() and str(b) in (b / "report.md").read_text()  # paths differ
+    assert lifecycle.same_report(b, a)  # ... and are ignored
+    assert not lifecycle.same_report(b, tmp_path / "nowhere")
+
+
+def test_a_real_change_rewrites_the_report(tmp_path):
+    path = write(FindingKind.STALE_PADDING, tmp_path)
+    before = _snapshot(path)
+    write(FindingKind.STALE_PADDING, tmp_path, message="padded slots 2..3 keep stale values elsewhere")
+    after = _snapshot(path)
+    assert after["finding.json"][0] != before["finding.json"][0]
+    assert "elsewhere" in json.loads(after["finding.json"][0])["message"]
+
+
+def test_a_report_missing_a_file_is_rewritten_whole(tmp_path):
+    path = write(FindingKind.STALE_PADDING, tmp_path)
+    (path / "diff.png").unlink()
+    write(FindingKind.STALE_PADDING, tmp_path)
+    assert (path / "diff.png").is_file()
+
+
+VOLATILE = {  # "file: what" -> two texts that differ only in what a rerun may change
+    "report.md: search effort": [
+        "**Found after:** 7 example(s) (1.2 s)  \n", "**Found after:** 1 example(s) (30.5 s)  \n"],
+    "report.md: environment": [
+        "## Environment\n\n| torch | 2.13 |\n\n## How to fix\n", "## Environment\n\n| torch | 2.14 |\n\n## How to fix\n"],
+    "repro.py: version, paths": [
+        "# Written by graphsafe 0.1.0.\npython /home/a/reports/x/repro.py\n",
+        "# Written by graphsafe 0.2.0.\npython /tmp/b/reports/x/repro.py\n"],
+    "finding.json: addresses, search effort": [
+        '{"message": "at 0x7f00", "seconds_to_find": 1.0, "examples_to_find": 3}',
+        '{"message": "at 0x1234", "seconds_to_find": 2.0, "examples_to_find": 1}'],
+}
+MEANINGFUL = {  # "file: what" -> two texts that say different things
+    "report.md: where": ["**Where:** `self.a`\n## How to fix\n", "**Where:** `self.b`\n## How to fix\n"],
+    "report.md: fix": ["## How to fix\n\nZero it.\n", "## How to fix\n\nZero them.\n"],
+    "repro.py: steps": ["steps = [1]\n", "steps = [2]\n"],
+    "finding.json: step": ['{"message": "at 0x7f00", "step": 1}', '{"message": "at 0x7f00", "step": 2}'],
+    "diff.png: pixels": ["\x89PNG-a", "\x89PNG-b"],
+}
+
+
+@pytest.mark.parametrize("name, same", [(n, True) for n in VOLATILE] + [(n, False) for n in MEANINGFUL])
+def test_what_counts_as_volatile(name, same):
+    a, b = (VOLATILE if same else MEANINGFUL)[name]
+    file = name.split(":")[0]
+    assert (lifecycle.normalised(file, a.encode()) == lifecycle.normalised(file, b.encode())) is same
+
+
+def test_rerunning_the_same_check_leaves_the_report_untouched(tmp_path):
+    def check():
+        return graphsafe.check(plain_torch.Fresh, engine="emulate", examples=10, seed=0, database=False,
+                               report_dir=tmp_path)
+
+    first = check()
+    path = Path(first.findings[0].report_dir)
+    before = _snapshot(path)
+    second = check()
+    assert Path(second.findings[0].report_dir) == path
+    assert _snapshot(path) == before
+    assert not [n for n in second.notes if "stale report" in n]
