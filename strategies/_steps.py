@@ -86,15 +86,9 @@ def step_sequences(
 
         # Sometimes (a drawn boolean, shrinking to False) end the sequence with
         # a forced "larger, then smaller" pair: stale padding from the larger.
-        force = top >= 2 and hi_steps >= 2 and draw(st.booleans())
+        force = top >= 2 and hi_steps >= 2 and draw(_BOOLS)
         fresh = step(_ints(1, top))
-        items = draw(
-            st.lists(
-                st.one_of(fresh, st.just(_REPEAT)),
-                min_size=max(0 if force else 1, lo_steps - 2 * force),
-                max_size=hi_steps - 2 * force,
-            )
-        )
+        items = draw(_step_lists(fresh, max(0 if force else 1, lo_steps - 2 * force), hi_steps - 2 * force))
         out: list[Batch] = []
         for item in items:
             if item is _REPEAT:
@@ -119,9 +113,18 @@ def _step(
     beyond_lo: int | None,
 ) -> Batch:
     lo_floor = 1
-    if beyond_lo is not None and draw(st.booleans()):
+    if beyond_lo is not None and draw(_BOOLS):
         lo_floor = beyond_lo
     return draw(_batch(spec, level, num_reqs, seeds, lo_floor=lo_floor))
 
 
 _step = functools.lru_cache(maxsize=4096)(_step)
+
+# Strategy objects built inside a draw are validated by Hypothesis every time: the same ones are reused
+_BOOLS = st.booleans()
+
+
+@functools.lru_cache(maxsize=4096)
+def _step_lists(fresh: SearchStrategy[Batch], min_size: int, max_size: int) -> SearchStrategy[list]:
+    """Fresh batches or "the same again", ``min_size..max_size`` of them."""
+    return st.lists(st.one_of(fresh, st.just(_REPEAT)), min_size=min_size, max_size=max_size)
