@@ -94,7 +94,7 @@ class GraphRunner:
         with torch.no_grad():
             for size in self.sizes:
                 self.backend.prepare(self.spec.worst_case_batch(size, query_len=q).padded(size))
-                self.engine.warmup(self.backend.forward, skip_keys=set(), learn=False)
+                self.engine.warmup(self.backend.forward, skip_keys=set())
                 with contextlib.ExitStack() as stack:
                     for guard in (self.guard, *more_guards):
                         stack.enter_context(guard.capture(key=size))

@@ -162,7 +162,7 @@ CASES = [
           "override live() if your outputs are laid out differently"),
          cli=_broken("ShortOutput")),
     Case("`live()` returns an int", _check("tests.targets.broken:LiveReturnsInt"), ContractError,
-         ("LiveReturnsInt.live() must return a tuple of tensors", "got int"), cli=_broken("LiveReturnsInt")),
+         ("LiveReturnsInt.live() must return a tensor or a tuple of tensors", "got int"), cli=_broken("LiveReturnsInt")),
     # -- arguments to check() / graphsafe check -------------------------------------------------------
     Case("an unknown target name", _check("nosuch"), UsageError,
          ("unknown target 'nosuch'", "give 'module:Class' or one of:"), cli=("check", "nosuch"), long_ok=True),

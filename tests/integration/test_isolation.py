@@ -388,7 +388,7 @@ def _assert_broken_run(result: pytest.RunResult, xdist: bool) -> None:
     assert "\n" not in hang
 
     raises = sections[_item("tests.targets.broken:RaisesInSetup")]
-    assert raises.startswith("tests.targets.broken:RaisesInSetup\ntests.targets.broken:RaisesInSetup on emulate: target-error")
+    assert raises.startswith("tests.targets.broken:RaisesInSetup\ntests.targets.broken:RaisesInSetup on emulate at Support.")
     assert "target-error: setup(spec, device) raised RuntimeError: setup is broken on purpose" in raises
     assert "Traceback" not in out and "Fatal Python error" not in out
 
