@@ -15,9 +15,28 @@ from ..errors import CaptureError, GraphsafeError, TargetRaised
 from .context import CaptureContext, CaptureInfo
 from .ledger import Snapshot, prepare_writes, storages_of
 from .statewalk import paths_by_storage, storage_key, walk
-from .statics import randomise_static, static_keys
+from .statics import randomise_static, share_statics, static_keys
 
-__all__ = ["CaptureSession", "call_target", "raised", "capture_query_len"]
+__all__ = ["CaptureSession", "call_target", "raised", "out_of_memory", "as_target_failure", "capture_query_len"]
+
+#: how torch's CPU allocator words a failed allocation (a plain RuntimeError: torch gives it no type)
+_CPU_ALLOCATOR_FAILURE = "DefaultCPUAllocator: can't allocate memory"
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Is ``exc`` a failed allocation: ``torch.OutOfMemoryError`` (CUDA), ``MemoryError``, or torch's
+    CPU allocator giving up?"""
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(exc, RuntimeError) and _CPU_ALLOCATOR_FAILURE in str(exc))
+
+
+def as_target_failure(exc: BaseException, what: str) -> TargetRaised | None:
+    """``exc`` as a :class:`TargetRaised`: itself when it is one, a failed allocation while graphsafe ran
+    ``what`` on the target's state (a second instance, a comparison) as if the target had raised it;
+    None for anything else."""
+    if isinstance(exc, TargetRaised):
+        return exc
+    return raised(what, exc) if out_of_memory(exc) else None
 
 
 def raised(method: str, exc: BaseException) -> TargetRaised:
@@ -29,7 +48,7 @@ def raised(method: str, exc: BaseException) -> TargetRaised:
         method=method,
         exc_type=type(exc).__name__,
         traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        out_of_memory=isinstance(exc, (torch.OutOfMemoryError, MemoryError)),
+        out_of_memory=out_of_memory(exc),
     )
 
 
@@ -60,6 +79,9 @@ class CaptureSession:
     of the target's own code outside capture raises :class:`TargetRaised`.
     ``reset(seed)`` brings the graph instance back to its post-capture buffers
     and re-randomises static tensors, so every example starts from the same state.
+    With ``statics_of`` (the main session's instance), the instance's static tensors use that
+    instance's memory (:func:`~graphsafe.capture.statics.share_statics`): a drawn capture holds
+    no second copy of a large KV cache.
     """
 
     def __init__(
@@ -70,6 +92,7 @@ class CaptureSession:
         sizes: tuple[int, ...],
         capture_batch: Batch | None = None,
         known_writes: set | None = None,
+        statics_of: Any = None,
     ):
         self.target_cls, self.spec, self.engine = target_cls, spec, engine
         self.sizes = tuple(sorted(set(sizes)))
@@ -84,6 +107,8 @@ class CaptureSession:
         self.target = target_cls()
         with torch.no_grad():
             call_target("setup(spec, device)", self.target.setup, spec, engine.device)
+            if statics_of is not None:
+                share_statics(self.target, statics_of)
             self.static_keys = static_keys(self.target)
             self.pool = engine.new_pool()
             q = capture_query_len(target_cls.support, spec)
@@ -94,7 +119,9 @@ class CaptureSession:
                     self._capture(size, batch)
                 except TargetRaised:
                     raise
-                except (CaptureError, RuntimeError, AssertionError, ValueError, IndexError, KeyError) as e:
+                except (CaptureError, RuntimeError, AssertionError, ValueError, IndexError, KeyError, MemoryError) as e:
+                    if out_of_memory(e):  # the target's state and graphsafe's copies do not fit: a target
+                        raise raised(f"capture at size {size}", e) from e  # error, as in setup()
                     self.capture_error = CaptureContext(self, size, batch, e)
                     if not engine.healthy():
                         self.notes.append(

@@ -1,23 +1,26 @@
-"""A target's static tensors: what ``static()`` declares, checked, named and re-randomised.
+"""A target's static tensors: what ``static()`` declares, checked, named, re-randomised and saved.
 
 Static tensors (weights, KV caches, recurrent state) persist by design: graphsafe does not
 NaN-poison them, gives both instances the same values at the start of every example, and
-compares them after every step.
+compares them after every step.  They can be GBs: nothing here copies one whole.  Values are
+generated on the tensor's device piece by piece (:func:`graphsafe.values.fill_seeded`), and
+:class:`SavedStatics` keeps only what a replay can change.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 
 from ..contract import Target
 from ..errors import ContractError
-from ..values import derive_seed, seeded
+from ..values import SEEDED_POOL, derive_seed, fill_seeded, seeded_pieces
+from .compare import piece_elems
 from .statewalk import storage_key, walk
 
-__all__ = ["static_dict", "static_keys", "randomise_static"]
+__all__ = ["static_dict", "static_keys", "randomise_static", "share_statics", "SavedStatics"]
 
 
 def static_dict(target: Target) -> dict[str, torch.Tensor]:
@@ -79,11 +82,119 @@ def _require_held(target: Target, items: dict[str, torch.Tensor], named: bool) -
 
 
 def randomise_static(target: Target, seed: int) -> None:
-    """Re-fill floating static tensors with values fixed by ``seed`` (same on every device)."""
+    """Re-fill floating static tensors with values fixed by ``seed`` and the name (same on every
+    device), in place on their device."""
     for name, t in static_dict(target).items():
         if t.dtype.is_floating_point:
             with torch.no_grad():
-                t.copy_(seeded(tuple(t.shape), seed=derive_seed(seed, name), dtype=t.dtype, device=t.device))
+                fill_seeded(t, derive_seed(seed, name))
+
+
+def share_statics(target: Target, source: Target) -> int:
+    """Point ``target``'s static tensors at ``source``'s memory, freeing ``target``'s own; returns the
+    bytes freed.
+
+    For an instance that never runs while ``source`` holds state that matters: a drawn capture's
+    instance beside the main one, whose statics every example re-randomises anyway.  Every view of
+    a shared storage follows (the storage's data pointer is swapped for a non-owning one), so the
+    graph captured on ``target`` reads ``source``'s memory.  Only storages that static tensors cover
+    whole are shared (a buffer that is not declared static never is), and only where both
+    instances lay them out alike; nothing is shared when torch lacks the storage calls.
+    """
+    make = getattr(torch._C, "_construct_storage_from_data_pointer", None)
+    if make is None or not hasattr(torch.UntypedStorage, "_swap_data_ptr_"):
+        return 0
+    src, mine = static_dict(source), static_dict(target)
+    freed = 0
+    for names in _by_storage(mine).values():
+        pairs = [(mine[n], src.get(n)) for n in names]
+        ts = pairs[0][0].untyped_storage()
+        ss = pairs[0][1].untyped_storage() if pairs[0][1] is not None else None
+        if ss is None or ts.data_ptr() == ss.data_ptr() or not _covers([t for t, _ in pairs], ts.nbytes()) or any(
+                s is None or s.untyped_storage().data_ptr() != ss.data_ptr() or _layout(t) != _layout(s) for t, s in pairs):
+            continue
+        try:
+            own = make(ss.data_ptr(), pairs[0][1].device, ss.nbytes())
+            ts._swap_data_ptr_(own)  # now ``own`` holds target's old memory, freed with it
+        except (RuntimeError, TypeError):  # a torch that cannot: this storage stays the target's own
+            continue
+        freed += own.nbytes()
+    return freed
+
+
+def _by_storage(statics: dict[str, torch.Tensor]) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for name, t in statics.items():
+        if t.untyped_storage().nbytes():
+            out.setdefault(storage_key(t), []).append(name)
+    return out
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    return t.device, t.dtype, tuple(t.shape), t.stride(), t.storage_offset(), t.untyped_storage().nbytes()
+
+
+def _covers(tensors: list[torch.Tensor], nbytes: int) -> bool:
+    """Do the contiguous ``tensors`` (views of one storage) cover all its ``nbytes`` bytes?"""
+    spans = sorted((t.storage_offset() * t.element_size(), (t.storage_offset() + t.numel()) * t.element_size())
+                   for t in tensors if t.is_contiguous())
+    end = 0
+    for lo, hi in spans:
+        if lo > end:
+            return False
+        end = max(end, hi)
+    return end >= nbytes
+
+
+class SavedStatics:
+    """The static tensors of an instance at the first step of an example, saved so that replays can be
+    undone (:meth:`restore`) without a full copy of a large one.
+
+    A paged cache compared by region (``paged(t)``) keeps the rows of ``region``, the only blocks a
+    step can touch.  Another large contiguous floating tensor keeps only its pieces that differ from
+    the values ``seed`` gives it (what ``prepare()`` wrote since the example's reset); the rest is
+    regenerated on restore.  Anything else (small, or large and neither floating nor contiguous)
+    is cloned.
+    """
+
+    def __init__(self, statics: dict[str, torch.Tensor], seed: int, region: torch.Tensor | None,
+                 paged: Callable[[torch.Tensor], bool]):
+        self.parts: list[tuple] = []
+        for name, t in statics.items():
+            if region is not None and paged(t):
+                rows = region.to(t.device)
+                self.parts.append(("rows", t, rows, t.index_select(0, rows)))
+            elif t.dtype.is_floating_point and t.is_contiguous() and t.numel() > SEEDED_POOL:
+                key, flat = derive_seed(seed, name), t.view(-1)
+                changed = {s: flat[s:s + v.numel()].clone() for s, v in self._expected(t, key)
+                           if not torch.equal(_bits(flat[s:s + v.numel()]), _bits(v))}
+                self.parts.append(("seeded", t, key, changed))
+            else:
+                self.parts.append(("clone", t, t.clone()))
+
+    @staticmethod
+    def _expected(t: torch.Tensor, key: int) -> Iterator[tuple[int, torch.Tensor]]:
+        """``t``'s values after :func:`fill_seeded` with ``key``, in flat pieces of its dtype."""
+        for s, v in seeded_pieces(t.numel(), key, t.device, chunk=piece_elems(t)):
+            yield s, v.to(t.dtype)
+
+    def restore(self) -> None:
+        """Put the saved contents back."""
+        for kind, t, *rest in self.parts:
+            if kind == "rows":
+                t.index_copy_(0, *rest)
+            elif kind == "clone":
+                t.copy_(rest[0])
+            else:
+                key, changed = rest
+                flat = t.view(-1)
+                for s, v in self._expected(t, key):
+                    flat[s:s + v.numel()].copy_(changed.get(s, v))
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s bytes (NaN and -0.0 compare by their bits)."""
+    return t.view(torch.uint8)
 
 
 def static_keys(target: Target) -> set[int]:

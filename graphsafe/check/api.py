@@ -20,10 +20,10 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ..capture.compare import Comparator
-from ..capture.session import CaptureSession
+from ..capture.session import CaptureSession, as_target_failure
 from ..contract import Batch, CaptureSpec, Support
 from ..engines import Engine, get_engine
-from ..errors import TargetRaised, UsageError
+from ..errors import UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
 from ..probes import PROBES
 from .options import CheckOptions
@@ -91,8 +91,11 @@ def _main_session(p: Prepared, sizes: tuple[int, ...]) -> CaptureSession | None:
     """The worst-case session, or None with the result's finding set when the capture could not run."""
     try:
         main = _session(p.cls, p.spec, p.engine, sizes)
-    except TargetRaised as e:
-        p.result.findings.append(p.finish(target_error(e)))
+    except Exception as e:
+        err = as_target_failure(e, "capture (graphsafe's ledger)")
+        if err is None:
+            raise
+        p.result.findings.append(p.finish(target_error(err)))
         return None
     p.result.notes.extend(n for n in main.notes if n not in p.result.notes)
     if main.capture_error is not None:

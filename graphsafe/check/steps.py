@@ -1,7 +1,9 @@
 """One example: replay a plan's steps on the captured graph and compare each with a fresh eager run.
 
 The per-step path (poison, prepare, step probes, replay, compare) is the hot path: capture
-happens once per process and size, and diagnosis runs only after a difference was seen.
+happens once per process and size, and diagnosis runs only after a difference was seen.  A large
+paged KV cache is compared per step only in the blocks the example can touch, and whole (in
+pieces) once at the example's end, so a step costs the same whatever the cache's size.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import torch
 from ..capture.compare import Comparator
 from ..capture.context import CaptureContext, StepContext, live_rows
 from ..capture.ledger import poison_floats, storages_of
-from ..capture.session import CaptureSession, call_target
+from ..capture.session import CaptureSession, as_target_failure, call_target
 from ..capture.statics import randomise_static, static_dict
 from ..contract import Batch, CaptureSpec
 from ..engines import Engine, as_outputs
@@ -26,8 +28,11 @@ __all__ = ["ExampleRunner", "target_error"]
 
 
 def target_error(e: TargetRaised) -> Finding:
-    """The ``target-error`` finding for the target's own exception."""
-    return Finding(kind=FindingKind.TARGET_ERROR, message=e.message, where=e.where or e.method, error=e.traceback,
+    """The ``target-error`` finding for the target's own exception (one line, whatever it was)."""
+    msg = e.message
+    if e.out_of_memory:
+        msg += "; a check holds two instances of the target (graph and eager): about twice its own memory"
+    return Finding(kind=FindingKind.TARGET_ERROR, message=msg, where=e.where or e.method, error=e.traceback,
                    details={"method": e.method, "out_of_memory": e.out_of_memory})
 
 
@@ -47,8 +52,11 @@ class ExampleRunner:
             # NaN poison makes the Triton interpreter's numpy warn on every op: expected, silenced
             with torch.no_grad(), np.errstate(all="ignore"):
                 return self._run(plan)
-        except TargetRaised as e:
-            f = target_error(e)
+        except Exception as e:
+            err = as_target_failure(e, "checking the target's state")
+            if err is None:
+                raise
+            f = target_error(err)
             f.batches = list(plan.steps)
             return f
 
@@ -57,7 +65,7 @@ class ExampleRunner:
             return self.main
         known = self.main.learned_writes() if self.main is not None else None
         return CaptureSession(self.cls, self.spec, self.engine, (plan.size,), capture_batch=plan.capture,
-                              known_writes=known)
+                              known_writes=known, statics_of=self.main.target if self.main is not None else None)
 
     def capture_finding(self, ctx: CaptureContext) -> Finding | None:
         """What the capture probes make of a failed capture (capture failures are always reported)."""
@@ -80,11 +88,13 @@ class ExampleRunner:
         session.reset(seed)
         g = session.target
         eager = self.cls()
-        call_target("setup(spec, device)", eager.setup, self.spec, self.engine.device)
+        call_target("setup(spec, device) [eager]", eager.setup, self.spec, self.engine.device)
         session.share_constants(eager)
         randomise_static(eager, seed)
         history: list[Batch] = []
         padded: list[Batch] = []
+        region = self.comparator.region(static_dict(g), [*plan.steps, *(i.batch for i in session.infos.values())])
+        ctx = None
         for batch in plan.steps:
             size = session.size_for(batch.num_reqs)
             graph, info = session.graphs[size], session.infos[size]
@@ -100,7 +110,7 @@ class ExampleRunner:
             ctx = StepContext(
                 target_cls=self.cls, target_name=self.name, spec=self.spec, engine=self.engine, session=session,
                 graph=graph, info=info, history=list(history), padded=list(padded), seed=seed,
-                comparator=self.comparator,
+                comparator=self.comparator, region=region,
             )
             for probe in at_stage("step"):
                 f = probe.run(ctx)
@@ -119,15 +129,22 @@ class ExampleRunner:
                 raise ContractError(f"{e} (eager instance)") from None
             live_e = live_rows(eager, outs_e, batch)
             static_g, static_e = static_dict(g), static_dict(eager)
-            mism = self.comparator.step(live_g, live_e, static_g, static_e, batch)
+            ctx.graph_live, ctx.eager_live, ctx.graph_static, ctx.eager_static = live_g, live_e, static_g, static_e
+            mism = self.comparator.step(live_g, live_e, static_g, static_e, batch, region)
             if mism:
-                ctx.graph_live, ctx.eager_live, ctx.graph_static, ctx.eager_static = live_g, live_e, static_g, static_e
-                ctx.mismatches = mism
-                f, probe = diagnose(ctx)
-                if probe and probe not in self.enabled:
-                    return None  # explained by a probe this check does not report
-                return self._finish(f, probe, ctx)
+                return self._diagnosed(ctx, mism)
+        if region is not None and ctx is not None:  # the steps compared regions: now everything, once
+            mism = self.comparator.statics(ctx.graph_static, ctx.eager_static, ctx.batch)
+            if mism:
+                return self._diagnosed(ctx, mism)
         return None
+
+    def _diagnosed(self, ctx: StepContext, mism: list) -> Finding | None:
+        ctx.mismatches = mism
+        f, probe = diagnose(ctx)
+        if probe and probe not in self.enabled:
+            return None  # explained by a probe this check does not report
+        return self._finish(f, probe, ctx)
 
     def _finish(self, f: Finding, probe: str, ctx: StepContext) -> Finding:
         f.probe = probe
