@@ -89,14 +89,16 @@ def seeded_pieces(numel: int, seed: int, device: torch.device | str, *, start: i
 
     Element ``i`` is ``a[(i + oa) % P] + b[(i + ob) % (P - 1)]``: ``a`` and ``b`` are :func:`seeded`
     pools of ``P`` and ``P - 1`` values of variance 1/2 (so the sum is close to N(0, 1)), ``oa`` and
-    ``ob`` offsets derived from ``seed``; ``P`` grows with the tensor (``_pool_size``: 2**18 to
-    2**24).  The periods are coprime: the pattern repeats after 2**36 elements or more.  The device does copies and one float32 addition per
-    element (correctly rounded everywhere), so the values are bitwise the same on CPU and GPU, and
-    the same whatever ``chunk`` is.  Temporary memory: the two pools and one piece.
+    ``ob`` offsets derived from ``seed``; ``P`` grows with the tensor (2**18 to 2**24, at most 1/16
+    of it beyond the smallest).  The periods are coprime: the pattern repeats after 2**36 elements
+    or more.  The device does one float32 addition per element (correctly rounded everywhere), so
+    the values are bitwise the same on CPU and GPU, and the same whatever ``chunk`` is.  Temporary
+    memory: the two pools and one piece.
     """
     pools = _Pools(numel, seed, device)
-    for s in range(start, numel if stop is None else stop, chunk):
-        out = torch.empty(min(chunk, (numel if stop is None else stop) - s), dtype=torch.float32, device=device)
+    stop = numel if stop is None else stop
+    for s in range(start, stop, chunk):
+        out = torch.empty(min(chunk, stop - s), dtype=torch.float32, device=device)
         pools.into(out, s)
         yield s, out
 

@@ -81,13 +81,19 @@ def _require_held(target: Target, items: dict[str, torch.Tensor], named: bool) -
         pass
 
 
-def randomise_static(target: Target, seed: int) -> None:
+def randomise_static(target: Target, seed: int, like: Target | None = None) -> None:
     """Re-fill floating static tensors with values fixed by ``seed`` and the name (same on every
-    device), in place on their device."""
+    device), in place on their device.  ``like``, an instance randomised with ``seed`` just before
+    (and untouched since), gives its values by copy instead: no generation, no temporaries."""
+    done = static_dict(like) if like is not None else {}
     for name, t in static_dict(target).items():
         if t.dtype.is_floating_point:
+            src = done.get(name)
             with torch.no_grad():
-                fill_seeded(t, derive_seed(seed, name))
+                if src is not None and (src.dtype, src.shape) == (t.dtype, t.shape):
+                    t.copy_(src)
+                else:
+                    fill_seeded(t, derive_seed(seed, name))
 
 
 def share_statics(target: Target, source: Target) -> int:

@@ -90,7 +90,7 @@ class ExampleRunner:
         eager = self.cls()
         call_target("setup(spec, device) [eager]", eager.setup, self.spec, self.engine.device)
         session.share_constants(eager)
-        randomise_static(eager, seed)
+        randomise_static(eager, seed, like=g)  # g's statics hold the seed's values since reset()
         history: list[Batch] = []
         padded: list[Batch] = []
         region = self.comparator.region(static_dict(g), [*plan.steps, *(i.batch for i in session.infos.values())])

@@ -7,7 +7,7 @@ import torch
 from graphsafe import Batch, CaptureSpec
 from graphsafe.capture import compare as compare_mod
 from graphsafe.capture.compare import Comparator, compare
-from graphsafe.capture.statics import SavedStatics, share_statics
+from graphsafe.capture.statics import SavedStatics, randomise_static, share_statics
 from graphsafe.values import SEEDED_POOL, derive_seed, fill_seeded
 
 SPEC = CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, block_size=4, num_blocks=64)
@@ -113,3 +113,16 @@ def test_saved_statics_keep_nothing_of_an_untouched_large_tensor(dtype):
     t = fill_seeded(torch.empty(SEEDED_POOL * 3, dtype=dtype), derive_seed(1, "w"))
     saved = SavedStatics({"w": t}, 1, None, lambda t: False)
     assert saved.parts[0][0] == "seeded" and saved.parts[0][3] == {}
+
+
+def test_randomising_like_an_instance_just_randomised_copies_the_same_values():
+    def make():
+        return Holder(kv=torch.empty(SEEDED_POOL + 5), w=torch.empty(3, dtype=torch.float16), n=torch.arange(3))
+
+    a, b, c = make(), make(), make()
+    randomise_static(a, 3)
+    randomise_static(b, 3, like=a)
+    randomise_static(c, 3)
+    for name in ("kv", "w", "n"):
+        assert torch.equal(getattr(b, name), getattr(c, name)) and torch.equal(getattr(a, name), getattr(c, name))
+    assert torch.equal(c.kv, fill_seeded(torch.empty(SEEDED_POOL + 5), derive_seed(3, "kv")))
