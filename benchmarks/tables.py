@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import state_size
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -61,6 +63,12 @@ def main() -> None:
         for r in d["rows"]:
             what = "replay 20 kernels + synchronize" if r["kind"] == "gpu" else "CPU-only control"
             print(f"| {what} | {r['procs']} | {r['total_per_s']} | {r['per_process_per_s']} |")
+
+    for name in ("state-size-emulate-before-cpu.json", "state-size-emulate-cpu.json", "state-size-cuda-gpu.json"):
+        d = load(name)
+        if d:
+            print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, {d['examples']} examples, {d.get('code', 'this code')})\n")
+            print("\n".join(state_size.table(d["rows"])))
 
 
 if __name__ == "__main__":

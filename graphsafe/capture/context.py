@@ -82,6 +82,7 @@ class StepContext:
     padded: list[Batch]
     seed: int
     comparator: Comparator
+    region: torch.Tensor | None = None  # blocks this example can touch in paged caches (Comparator.region)
     graph_live: list[torch.Tensor] = field(default_factory=list)
     eager_live: list[torch.Tensor] = field(default_factory=list)
     graph_static: dict[str, torch.Tensor] = field(default_factory=dict)

@@ -36,10 +36,12 @@ class ReadOrigin:
 
 @dataclass
 class ScratchRun:
-    """An eager run without graphs: its live outputs, static state, launches and buffers after prepare."""
+    """An eager run without graphs: its live outputs, where it differs from the eager reference of the
+    step (outputs and static state), its launches and its buffers after prepare.  The instance itself
+    is dropped once compared: diagnosis holds at most one extra copy of the target's state at a time."""
 
     live: list[torch.Tensor]
-    static: dict[str, torch.Tensor]
+    mismatches: list[Mismatch]
     launches: list[Launch]
     buffers_after_prepare: dict[str, torch.Tensor]
 
@@ -137,9 +139,9 @@ class Evidence:
                 out = call_target("forward() [diagnosis]", inst.forward)
         as_outputs(out)  # checked: a tensor or a tuple of tensors
         live = [t.clone() for t in live_rows(inst, out, steps[-1])]
-        static = {k: v.clone() for k, v in static_dict(inst).items()}
+        mism = ctx.comparator.step(live, ctx.eager_live, static_dict(inst), ctx.eager_static, ctx.batch)
         ctx.engine.synchronize()
-        return ScratchRun(live, static, launches, bufs)
+        return ScratchRun(live, mism, launches, bufs)
 
     @functools.cached_property
     def scratch(self) -> ScratchRun:
@@ -175,5 +177,4 @@ class Evidence:
 
     def scratch_mismatches(self, run: ScratchRun) -> list[Mismatch]:
         """Where an eager re-run differs from the eager reference of this step."""
-        ctx = self.ctx
-        return ctx.comparator.step(run.live, ctx.eager_live, run.static, ctx.eager_static, ctx.batch)
+        return run.mismatches

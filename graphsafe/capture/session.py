@@ -18,7 +18,23 @@ from .policies import POLICIES, CapturePolicy
 from .statewalk import paths_by_storage, storage_key, walk
 from .statics import randomise_static, static_keys
 
-__all__ = ["CaptureSession", "call_target", "raised"]
+__all__ = ["CaptureSession", "call_target", "raised", "out_of_memory", "as_target_failure"]
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Is ``exc`` a failed allocation (``torch.OutOfMemoryError`` on CUDA, ``MemoryError``)?  torch's CPU
+    allocator raises a plain ``RuntimeError``: such a failure is a target error all the same, only
+    without the flag, because graphsafe does not tell errors apart by their text."""
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError))
+
+
+def as_target_failure(exc: BaseException, what: str) -> TargetRaised | None:
+    """``exc`` as a :class:`TargetRaised`: itself when it is one, a failed allocation while graphsafe ran
+    ``what`` on the target's state (a second instance, a comparison) as if the target had raised it;
+    None for anything else."""
+    if isinstance(exc, TargetRaised):
+        return exc
+    return raised(what, exc) if out_of_memory(exc) else None
 
 
 def raised(method: str, exc: BaseException) -> TargetRaised:
@@ -30,7 +46,7 @@ def raised(method: str, exc: BaseException) -> TargetRaised:
         method=method,
         exc_type=type(exc).__name__,
         traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        out_of_memory=isinstance(exc, (torch.OutOfMemoryError, MemoryError)),
+        out_of_memory=out_of_memory(exc),
     )
 
 
@@ -96,7 +112,9 @@ class CaptureSession:
                     self._capture(size, batch)
                 except TargetRaised:
                     raise
-                except (CaptureError, RuntimeError, AssertionError, ValueError, IndexError, KeyError) as e:
+                except (CaptureError, RuntimeError, AssertionError, ValueError, IndexError, KeyError, MemoryError) as e:
+                    if out_of_memory(e):  # the target's state and graphsafe's copies do not fit: a target
+                        raise raised(f"capture at size {size}", e) from e  # error, as in setup()
                     self.capture_error = CaptureContext(self, size, batch, e)
                     if not engine.healthy():
                         self.notes.append(
@@ -210,3 +228,11 @@ class CaptureSession:
         """Back to the post-capture buffers, static tensors re-randomised from ``seed``."""
         self._post.restore_into(storages_of(self.target, self.static_keys))
         randomise_static(self.target, seed)
+
+    def close(self) -> None:
+        """Drop the graphs and the target instance now (a drawn capture's, before the next example's is made)."""
+        self.graphs.clear()
+        self.infos.clear()
+        self.constant_paths = {}
+        self._post = None
+        self.target = None

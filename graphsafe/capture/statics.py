@@ -1,23 +1,26 @@
-"""A target's static tensors: what ``static()`` declares, checked, named and re-randomised.
+"""A target's static tensors: what ``static()`` declares, checked, named, re-randomised and saved.
 
 Static tensors (weights, KV caches, recurrent state) persist by design: graphsafe does not
 NaN-poison them, gives both instances the same values at the start of every example, and
-compares them after every step.
+compares them after every step.  They can be GBs: nothing here copies one whole.  Values are
+generated on the tensor's device piece by piece (:func:`graphsafe.values.fill_seeded`), and
+:class:`SavedStatics` keeps only what a replay can change.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 
 from ..contract import Target
 from ..errors import ContractError
-from ..values import derive_seed, seeded
+from ..values import SEEDED_POOL, derive_seed, fill_seeded, seeded_pieces
+from .compare import piece_elems
 from .statewalk import storage_key, walk
 
-__all__ = ["static_dict", "static_keys", "randomise_static"]
+__all__ = ["static_dict", "static_keys", "randomise_static", "SavedStatics"]
 
 
 def static_dict(target: Target) -> dict[str, torch.Tensor]:
@@ -79,12 +82,70 @@ def _require_held(target: Target, items: dict[str, torch.Tensor], named: bool) -
         pass
 
 
-def randomise_static(target: Target, seed: int) -> None:
-    """Re-fill floating static tensors with values fixed by ``seed`` (same on every device)."""
+def randomise_static(target: Target, seed: int, like: Target | None = None) -> None:
+    """Re-fill floating static tensors with values fixed by ``seed`` and the name (same on every
+    device), in place on their device.  ``like``, an instance randomised with ``seed`` just before
+    (and untouched since), gives its values by copy instead: no generation, no temporaries."""
+    done = static_dict(like) if like is not None else {}
     for name, t in static_dict(target).items():
         if t.dtype.is_floating_point:
+            src = done.get(name)
             with torch.no_grad():
-                t.copy_(seeded(tuple(t.shape), seed=derive_seed(seed, name), dtype=t.dtype, device=t.device))
+                if src is not None and (src.dtype, src.shape) == (t.dtype, t.shape):
+                    t.copy_(src)
+                else:
+                    fill_seeded(t, derive_seed(seed, name))
+
+
+class SavedStatics:
+    """The static tensors of an instance at the first step of an example, saved so that replays can be
+    undone (:meth:`restore`) without a full copy of a large one.
+
+    A paged cache compared by region (``paged(t)``) keeps the rows of ``region``, the only blocks a
+    step can touch.  Another large contiguous floating tensor keeps only its pieces that differ from
+    the values ``seed`` gives it (what ``prepare()`` wrote since the example's reset); the rest is
+    regenerated on restore.  Anything else (small, or large and neither floating nor contiguous)
+    is cloned.
+    """
+
+    def __init__(self, statics: dict[str, torch.Tensor], seed: int, region: torch.Tensor | None,
+                 paged: Callable[[torch.Tensor], bool]):
+        self.parts: list[tuple] = []
+        for name, t in statics.items():
+            if region is not None and paged(t):
+                rows = region.to(t.device)
+                self.parts.append(("rows", t, rows, t.index_select(0, rows)))
+            elif t.dtype.is_floating_point and t.is_contiguous() and t.numel() > SEEDED_POOL:
+                key, flat = derive_seed(seed, name), t.view(-1)
+                changed = {s: flat[s:s + v.numel()].clone() for s, v in self._expected(t, key)
+                           if not torch.equal(_bits(flat[s:s + v.numel()]), _bits(v))}
+                self.parts.append(("seeded", t, key, changed))
+            else:
+                self.parts.append(("clone", t, t.clone()))
+
+    @staticmethod
+    def _expected(t: torch.Tensor, key: int) -> Iterator[tuple[int, torch.Tensor]]:
+        """``t``'s values after :func:`fill_seeded` with ``key``, in flat pieces of its dtype."""
+        for s, v in seeded_pieces(t.numel(), key, t.device, chunk=piece_elems(t)):
+            yield s, v.to(t.dtype)
+
+    def restore(self) -> None:
+        """Put the saved contents back."""
+        for kind, t, *rest in self.parts:
+            if kind == "rows":
+                t.index_copy_(0, *rest)
+            elif kind == "clone":
+                t.copy_(rest[0])
+            else:
+                key, changed = rest
+                flat = t.view(-1)
+                for s, v in self._expected(t, key):
+                    flat[s:s + v.numel()].copy_(changed.get(s, v))
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s bytes (NaN and -0.0 compare by their bits)."""
+    return t.view(torch.uint8)
 
 
 def static_keys(target: Target) -> set[int]:

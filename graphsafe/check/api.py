@@ -22,10 +22,10 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ..capture.compare import Comparator
 from ..capture.policies import POLICIES, CapturePolicy
-from ..capture.session import CaptureSession
+from ..capture.session import CaptureSession, as_target_failure
 from ..contract import Batch, CaptureSpec, Support, Target
 from ..engines import Engine, get_engine
-from ..errors import TargetRaised, UsageError
+from ..errors import UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
 from .options import CheckOptions
 from .causes import group_by_cause
@@ -83,8 +83,11 @@ def _session(p: Prepared, sizes: tuple[int, ...], policy: CapturePolicy,
         with np.errstate(all="ignore"):
             session = CaptureSession(p.cls, p.spec, p.engine, sizes, policy=policy, known_writes=known_writes,
                                      support=p.support)
-    except TargetRaised as e:
-        p.result.findings.append(p.finish(target_error(e)))
+    except Exception as e:
+        err = as_target_failure(e, "capture (graphsafe's ledger)")
+        if err is None:
+            raise
+        p.result.findings.append(p.finish(target_error(err)))
         return None
     p.result.notes.extend(n for n in session.notes if n not in p.result.notes)
     if session.capture_error is not None:

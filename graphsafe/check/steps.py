@@ -1,7 +1,9 @@
 """One example: replay a plan's steps on the captured graph and compare each with a fresh eager run.
 
 The per-step path (poison, prepare, step probes, replay, compare) is the hot path: capture
-happens once per process and size, and diagnosis runs only after a difference was seen.
+happens once per process and size, and diagnosis runs only after a difference was seen.  A large
+paged KV cache is compared per step only in the blocks the example can touch, and whole (in
+pieces) once at the example's end, so a step costs the same whatever the cache's size.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from ..capture.compare import Comparator
 from ..capture.context import CaptureContext, StepContext, live_rows
 from ..capture.ledger import poison_floats, storages_of
 from ..capture.policies import POLICIES
-from ..capture.session import CaptureSession, call_target
+from ..capture.session import CaptureSession, as_target_failure, call_target
 from ..capture.statics import randomise_static, static_dict
 from ..contract import Batch, CaptureSpec, Support
 from ..engines import Engine, as_outputs
@@ -25,11 +27,16 @@ from .plans import Plan
 
 __all__ = ["ExampleRunner", "target_error"]
 
+_GOES_ON = object()  # a step's finding was info: the example goes on
+
 
 def target_error(e: TargetRaised) -> Finding:
-    """The ``target-error`` finding for the target's own exception."""
+    """The ``target-error`` finding for the target's own exception (one line, whatever it was)."""
     where = e.where or e.method
-    return Finding(kind=FindingKind.TARGET_ERROR, message=e.message, where=where, error=e.traceback,
+    msg = e.message
+    if e.out_of_memory:
+        msg += "; a check holds two instances of the target (graph and eager): about twice its own memory"
+    return Finding(kind=FindingKind.TARGET_ERROR, message=msg, where=where, error=e.traceback,
                    details={"method": e.method, "out_of_memory": e.out_of_memory}, cause=f"line:{where}")
 
 
@@ -53,8 +60,11 @@ class ExampleRunner:
             # NaN poison makes the Triton interpreter's numpy warn on every op: expected, silenced
             with torch.no_grad(), np.errstate(all="ignore"):
                 return self._run(plan)
-        except TargetRaised as e:
-            f = target_error(e)
+        except Exception as e:
+            err = as_target_failure(e, "checking the target's state")  # out of memory: a target error too
+            if err is None:
+                raise
+            f = target_error(err)
             begun = self.steps_run - before  # the last step begun raised (none: setup or capture did)
             f.batches = list(plan.steps[:begun]) if begun else list(plan.steps)
             f.step = begun - 1
@@ -78,6 +88,13 @@ class ExampleRunner:
 
     def _run(self, plan: Plan) -> Finding | None:
         session = self._session(plan)
+        try:
+            return self._replay(plan, session)
+        finally:
+            if session is not self.main:  # a drawn capture: its graph and instance go before the next example's
+                session.close()
+
+    def _replay(self, plan: Plan, session: CaptureSession) -> Finding | None:
         if session.capture_error is not None:
             return self.capture_finding(session.capture_error)
         if not plan.steps:
@@ -86,11 +103,13 @@ class ExampleRunner:
         session.reset(seed)
         g = session.target
         eager = self.cls()
-        call_target("setup(spec, device)", eager.setup, self.spec, self.engine.device)
+        call_target("setup(spec, device) [eager]", eager.setup, self.spec, self.engine.device)
         session.share_constants(eager)
-        randomise_static(eager, seed)
+        randomise_static(eager, seed, like=g)  # g's statics hold the seed's values since reset()
         history: list[Batch] = []
         padded: list[Batch] = []
+        region = self.comparator.region(static_dict(g), [*plan.steps, *(i.batch for i in session.infos.values())])
+        ctx = None
         for batch in plan.steps:
             size = session.size_for(batch.num_reqs)
             graph, info = session.graphs[size], session.infos[size]
@@ -106,7 +125,7 @@ class ExampleRunner:
             ctx = StepContext(
                 target_cls=self.cls, target_name=self.name, spec=self.spec, engine=self.engine, session=session,
                 graph=graph, info=info, history=list(history), padded=list(padded), seed=seed,
-                comparator=self.comparator,
+                comparator=self.comparator, region=region,
             )
             for probe in at_stage("step"):
                 f = probe.run(ctx)
@@ -125,18 +144,30 @@ class ExampleRunner:
                 raise ContractError(f"{e} (eager instance)") from None
             live_e = live_rows(eager, out_e, batch)
             static_g, static_e = static_dict(g), static_dict(eager)
-            mism = self.comparator.step(live_g, live_e, static_g, static_e, batch)
+            ctx.graph_live, ctx.eager_live, ctx.graph_static, ctx.eager_static = live_g, live_e, static_g, static_e
+            mism = self.comparator.step(live_g, live_e, static_g, static_e, batch, region)
             if mism:
-                ctx.graph_live, ctx.eager_live, ctx.graph_static, ctx.eager_static = live_g, live_e, static_g, static_e
-                ctx.mismatches = mism
-                f, probe = diagnose(ctx)
-                if probe and probe not in self.enabled:
-                    return None  # explained by a probe this check does not report
-                if f.severity != "error":  # worth knowing, not a failure: the example goes on
-                    self.infos.append(self._finish(f, probe, ctx))
-                    continue
-                return self._finish(f, probe, ctx)
+                f = self._diagnosed(ctx, mism)
+                if f is not _GOES_ON:
+                    return f
+        if region is not None and ctx is not None:  # the steps compared regions: now everything, once
+            mism = self.comparator.statics(ctx.graph_static, ctx.eager_static, ctx.batch)
+            if mism:
+                f = self._diagnosed(ctx, mism)
+                return None if f is _GOES_ON else f
         return None
+
+    def _diagnosed(self, ctx: StepContext, mism: list) -> Finding | None | object:
+        """The finding for a step that differed; None when the check does not report its kind; ``_GOES_ON``
+        for an info finding (kept; the example goes on)."""
+        ctx.mismatches = mism
+        f, probe = diagnose(ctx)
+        if probe and probe not in self.enabled:
+            return None  # explained by a probe this check does not report
+        if f.severity != "error":  # worth knowing, not a failure
+            self.infos.append(self._finish(f, probe, ctx))
+            return _GOES_ON
+        return self._finish(f, probe, ctx)
 
     @staticmethod
     def _describe_capture(f: Finding, session: CaptureSession) -> None:

@@ -2,13 +2,14 @@
 
 Stage ``step``, on the first step of every example (enough to see a race without doubling every
 step): the graph replays the prepared batch twice, static state restored before each replay and
-after, and the live outputs must be bitwise equal.
+after, and the live outputs must be bitwise equal.  The restore copies back only what a replay can
+change (:class:`~graphsafe.capture.statics.SavedStatics`): a large KV cache costs its example's blocks.
 """
 
 from __future__ import annotations
 
 from ..capture.context import StepContext
-from ..capture.statics import static_dict
+from ..capture.statics import SavedStatics, static_dict
 from ..findings import Finding, FindingKind
 
 KIND = FindingKind.NONDETERMINISTIC_REPLAY
@@ -18,17 +19,11 @@ STAGE = "step"
 def run(ctx: StepContext) -> Finding | None:
     if ctx.step_index != 0:
         return None
-    statics = static_dict(ctx.session.target)
-    snap = {k: v.clone() for k, v in statics.items()}
-
-    def restore() -> None:
-        for k, v in statics.items():
-            v.copy_(snap[k])
-
+    saved = SavedStatics(static_dict(ctx.session.target), ctx.seed, ctx.region, ctx.comparator.paged)
     first = ctx.replay_live()
-    restore()
+    saved.restore()
     second = ctx.replay_live()
-    restore()
+    saved.restore()
     mism = ctx.comparator.outputs(first, second, ctx.batch, bitwise=True)
     if not mism:
         return None
