@@ -30,6 +30,7 @@ def machine() -> dict:
         tv = None
     return {
         "gpu": gpu,
+        "gpu_count": torch.cuda.device_count() if gpu else 0,
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "torch": torch.__version__,
