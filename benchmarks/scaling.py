@@ -1,16 +1,21 @@
 """Wall time of the whole reference suite under `pytest -n K --graphsafe all` for several K.
 
-For each K, pytest runs in a fresh process from an empty directory (so only graphsafe's items are
-collected, in the plugin's longest-first order; no pytest cache, so no earlier durations), with a
-junit XML report from which come each target's duration and worker and each worker's sandbox
-start-ups (the plugin records them in the items' properties).  Before that, the start-up of one
-sandbox child (Sandbox.start until the child is ready) is measured here: spawned cold, and forked
-from the fork server (its first child pays for starting the server).
+For each K, pytest runs in a fresh process from a directory with no tests (so only graphsafe's
+items are collected), with a junit XML report from which come each target's duration and worker and
+each worker's sandbox start-ups (the plugin records them in the items' properties).  The runs share
+that directory's pytest cache, so a run after the first orders its items by the durations the
+earlier ones recorded, as a repeated run does (``--no-history``: no cache, the order by kind).
+Hypothesis runs under graphsafe's ``ci`` profile (derandomised: every K does the same work; the
+example count is ``--examples``, 10 by default as in the default ``fast`` profile).
 
-    python benchmarks/scaling.py [--workers 1 2] [--examples 10] [--engine auto] [--startups 3] [--warmup-examples 1]
+Before that, the start-up of one sandbox child (Sandbox.start until the child is ready) is measured
+here: spawned cold, and forked from the fork server (its first child pays for starting the server);
+then a warm-up run (one example per target, the most workers, its own directory) that is not
+counted: Triton's kernel cache and the file cache are then as warm for the first measured run as
+for the last.
 
-A warm-up run (one example per target, the most workers) goes first and is not counted: Triton's
-kernel cache and the file cache are then as warm for the first measured run as for the last.
+    python benchmarks/scaling.py [--workers 1 2] [--examples 10] [--engine auto] [--startups 3]
+                                 [--warmup-examples 1] [--profile ci] [--no-history]
 
 Writes benchmarks/results/<name>-<cpu|gpu>.json (``--name``, default scaling) after every row and
 prints the tables.  The goal: with k GPUs, ``-n k`` at least 0.85 k times as fast as ``-n 1``; on one
@@ -23,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,25 +39,29 @@ import xml.etree.ElementTree as ET
 import _util
 
 
-def run(workers: int, examples: int, engine: str, targets: list[str], extra: list[str] = ()) -> dict:
-    with tempfile.TemporaryDirectory() as d:
-        junit = os.path.join(d, "junit.xml")
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-               "--graphsafe-examples", str(examples), "--graphsafe-engine", engine, "--rootdir", d, d,
-               "-n", str(workers), "--junitxml", junit]
-        for t in targets:
-            cmd += ["--graphsafe", t]
-        cmd += list(extra)
-        env = dict(os.environ, PYTHONPATH=str(_util.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        t = time.perf_counter()
-        p = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True)
-        wall = time.perf_counter() - t
-        items = parse_junit(junit) if os.path.exists(junit) else {}
+def run(workers: int, examples: int, engine: str, targets: list[str], extra: list[str], root: str,
+        history: bool = True) -> dict:
+    """One ``pytest -n workers`` run in ``root`` (its pytest cache kept between runs when ``history``)."""
+    junit = os.path.join(root, f"junit-{workers}.xml")
+    shutil.rmtree(os.path.join(root, ".hypothesis"), ignore_errors=True)  # no examples saved by an earlier run
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "--graphsafe-examples", str(examples),
+           "--graphsafe-engine", engine, "--rootdir", root, root, "-n", str(workers), "--junitxml", junit]
+    cmd += [] if history else ["-p", "no:cacheprovider"]
+    for t in targets:
+        cmd += ["--graphsafe", t]
+    cmd += list(extra)
+    env = dict(os.environ, PYTHONPATH=str(_util.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    load = os.getloadavg()[0]  # other work on the machine stretches every wall time here
+    t = time.perf_counter()
+    p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    items = parse_junit(junit) if os.path.exists(junit) else {}
     lines = [l for l in (p.stdout + p.stderr).splitlines() if re.search(r"\d+ (passed|failed|error)", l)]
     summary = lines[-1].strip("= ") if lines else (p.stdout + p.stderr).strip().splitlines()[-1:]
     counts = dict((k, int(v)) for v, k in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", str(summary)))
     return {"workers": workers, "seconds": round(wall, 2), "summary": summary, "counts": counts, "rc": p.returncode,
-            "targets": items, "per_worker": per_worker(items)}
+            "load_before_after": [round(load, 2), round(os.getloadavg()[0], 2)], "targets": items,
+            "per_worker": per_worker(items)}
 
 
 def parse_junit(path: str) -> dict:
@@ -71,7 +81,8 @@ def parse_junit(path: str) -> dict:
 
 
 def per_worker(items: dict) -> dict:
-    """worker -> items, busy seconds, and its sandbox start-ups (the first pays for the fork server)."""
+    """worker -> items, busy seconds, and its sandbox start-ups: the slowest paid for starting the fork
+    server (it need not be the first item's: the next item's child is started before an item runs)."""
     out: dict[str, dict] = {}
     for target, it in items.items():
         w = out.setdefault(it["worker"] or "?", {"items": 0, "busy_s": 0.0, "startups": []})
@@ -79,9 +90,9 @@ def per_worker(items: dict) -> dict:
         w["busy_s"] = round(w["busy_s"] + it["seconds"], 2)
         w["startups"] += it["startups"]
     for w in out.values():
-        secs = [s["seconds"] for s in w["startups"]]
-        w["first_startup_s"] = secs[0] if secs else None
-        w["later_startup_median_s"] = round(statistics.median(secs[1:]), 3) if len(secs) > 1 else None
+        secs = sorted(s["seconds"] for s in w["startups"])
+        w["slowest_startup_s"] = secs[-1] if secs else None
+        w["other_startups_median_s"] = round(statistics.median(secs[:-1]), 3) if len(secs) > 1 else None
         w["methods"] = sorted({s["method"] for s in w["startups"]})
     return dict(sorted(out.items()))
 
@@ -115,25 +126,35 @@ def main() -> None:
     ap.add_argument("--targets", nargs="*", default=["all"])
     ap.add_argument("--startups", type=int, default=3, help="sandbox start-ups per method (0: skip)")
     ap.add_argument("--warmup-examples", type=int, default=1, help="examples per target of the warm-up run (0: none)")
+    ap.add_argument("--profile", default="ci", help="graphsafe's Hypothesis profile (default ci: derandomised)")
+    ap.add_argument("--no-history", action="store_true", help="no pytest cache: every run orders its items by kind")
     ap.add_argument("--pytest-args", default="", help="more pytest arguments, e.g. '--graphsafe-isolate none'")
     ap.add_argument("--name", default="scaling", help="results file name (default scaling)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--tables", metavar="JSON", help="only print the tables of an earlier results file")
     a = ap.parse_args()
-    data = {"engine": a.engine, "examples": a.examples, "targets": a.targets, "pytest_args": a.pytest_args,
+    if a.tables:
+        return print_tables(json.loads(open(a.tables).read()))
+    extra = ["--graphsafe-profile", a.profile, *a.pytest_args.split()]
+    data = {"engine": a.engine, "examples": a.examples, "profile": a.profile, "history": not a.no_history,
+            "targets": a.targets, "pytest_args": a.pytest_args,
             "startup": startups(a.engine, a.startups) if a.startups else {}, "rows": []}
     print("start-up:", data["startup"], flush=True)
     if a.warmup_examples:
-        warmup = run(max(a.workers), a.warmup_examples, a.engine, a.targets, a.pytest_args.split())
+        with tempfile.TemporaryDirectory() as d:
+            warmup = run(max(a.workers), a.warmup_examples, a.engine, a.targets, extra, d, history=False)
         data["warmup"] = {k: v for k, v in warmup.items() if k not in ("targets", "per_worker")}
         print("warm-up:", data["warmup"], flush=True)
+    root = tempfile.mkdtemp(prefix="graphsafe-scaling-")
     for k in a.workers:
-        data["rows"].append(run(k, a.examples, a.engine, a.targets, a.pytest_args.split()))
+        data["rows"].append(run(k, a.examples, a.engine, a.targets, extra, root, history=not a.no_history))
         print({k: v for k, v in data["rows"][-1].items() if k not in ("targets", "per_worker")}, flush=True)
         base = next((r for r in data["rows"] if r["workers"] == 1), data["rows"][0])
         for r in data["rows"]:
             r["speedup"] = round(base["seconds"] / r["seconds"], 2)
             r["efficiency"] = round(r["speedup"] / r["workers"], 2)
         _util.write(a.name, data, a.out)  # after every row: a run cut off by a time limit keeps what it measured
+    shutil.rmtree(root, ignore_errors=True)
     print_tables(data)
 
 
@@ -142,12 +163,12 @@ def print_tables(data: dict) -> None:
     print("\n| workers | wall s | speed-up | speed-up / workers | outcome |\n|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {r['efficiency']} | {r['summary']} |")
-    print("\n| workers | worker | items | busy s | first start-up s | later start-ups, median s | how |\n"
-          "|---|---|---|---|---|---|---|")
+    print("\n| workers | worker | items | busy s | slowest start-up s (the fork server's) | other start-ups, median s "
+          "| how |\n|---|---|---|---|---|---|---|")
     for r in rows:
-        for w, s in r["per_worker"].items():
-            print(f"| {r['workers']} | {w} | {s['items']} | {s['busy_s']} | {s['first_startup_s']} | "
-                  f"{s['later_startup_median_s']} | {', '.join(s['methods'])} |")
+        for w, s in per_worker(r["targets"]).items():
+            print(f"| {r['workers']} | {w} | {s['items']} | {s['busy_s']} | {s['slowest_startup_s']} | "
+                  f"{s['other_startups_median_s']} | {', '.join(s['methods'])} |")
     targets = list(rows[0]["targets"]) if rows else []
     print("\n| target (as the first run reported them) | " + " | ".join(f"s at -n {r['workers']} (worker)" for r in rows) + " |")
     print("|---|" + "---|" * len(rows))

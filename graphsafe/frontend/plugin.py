@@ -153,8 +153,14 @@ def pytest_configure(config: pytest.Config) -> None:
     o.register_profiles()
     engine = config.stash[_OPTIONS].check.engine
     prepare_engine(engine if isinstance(engine, str) else "auto")
-    if config.stash[_OPTIONS].targets and not hasattr(config, "workerinput"):  # not in xdist workers: see schedule
+    opts = config.stash[_OPTIONS]
+    if opts.targets and not hasattr(config, "workerinput"):  # not in xdist workers: see schedule
         config.pluginmanager.register(schedule.DurationRecorder(config, engine), "graphsafe-durations")
+    controller = (getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "tx", None))
+                  and not hasattr(config, "workerinput"))  # xdist's controller runs no item
+    if (opts.targets and opts.run.isolate == "target" and isinstance(engine, str) and not engine_problem(engine)
+            and not controller and not config.option.collectonly):
+        warm(engine)  # the fork server imports torch and graphsafe while pytest collects
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -207,26 +213,29 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # tryfirst: the items exist before -k/-m/--deselect filter the list.
     if _options(config).targets:
         collector = GraphsafeCollector.from_parent(session, name="graphsafe", nodeid="graphsafe")
+        collector.others = len(items)  # collected before graphsafe's items: they take xdist's first chunks
         items.extend(session.genitems(collector))  # reported like any collector: "collected N items" counts these
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    # the fork server imports torch and graphsafe while pytest prepares the first item
-    opts = _options(session.config)
-    engine = opts.check.engine
-    if (opts.run.isolate == "target" and isinstance(engine, str) and not engine_problem(engine)
-            and not session.config.option.collectonly and any(isinstance(i, GraphsafeItem) for i in session.items)):
-        warm(engine)
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    # xdist controller, for each worker: the durations it read, so that every worker (on any host) orders alike
+    node.workerinput[schedule.WORKER_KEY] = schedule.history(node.config, _options(node.config).check.engine)
 
 
 class GraphsafeCollector(pytest.Collector):
     """One item per ``--graphsafe`` target, longest expected first (:mod:`graphsafe.frontend.schedule`);
     identical on every xdist worker (no randomness)."""
 
+    others = 0
+
     def collect(self):
         opts = _options(self.config)
         kinds = {t: schedule.kind_of(t) for t in opts.targets}
-        for target in schedule.longest_first(opts.targets, kinds, schedule.history(self.config, opts.check.engine)):
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1) if worker_id() else 1
+        order = schedule.longest_first(opts.targets, kinds, schedule.history(self.config, opts.check.engine),
+                                       workers=workers, others=self.others)
+        for target in order:
             yield GraphsafeItem.from_parent(self, name=f"graphsafe[{target}]", target=target)
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import xml.etree.ElementTree as ET
+from types import SimpleNamespace
 
 import pytest
 
@@ -176,8 +177,9 @@ def test_items_run_longest_expected_first(gs):
 
 
 def test_durations_are_recorded_in_the_cache_and_order_the_next_run(gs):
+    # under xdist the controller sees every report and writes the cache
     result = gs.runpytest_subprocess(
-        *plugin_args(), *FAST[2:], "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Fresh",
+        *plugin_args(), *FAST[2:], "-n", "2", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Fresh",
         "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "2", "--junitxml", "junit.xml", timeout=300,
     )
     result.assert_outcomes(passed=1, failed=1)
@@ -187,7 +189,7 @@ def test_durations_are_recorded_in_the_cache_and_order_the_next_run(gs):
     # every item says which worker ran it and how long each sandbox child it waited for took to start
     for case in ET.parse(gs.path / "junit.xml").getroot().iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        assert props["graphsafe_worker"] == "main"
+        assert props["graphsafe_worker"] in ("gw0", "gw1")
         startups = json.loads(props["graphsafe_startups"])
         assert [s["method"] for s in startups] == ["forkserver"] and startups[0]["seconds"] > 0, startups
     # a recorded duration wins over the given order and over the kind (Fresh, buggy, would go first)
@@ -208,6 +210,15 @@ def test_longest_first_order():
     assert schedule.longest_first(list(kinds), kinds, {"b": 5.0, "e": 9.0, "a": 7.0, "c": 99.0}) == [
         "e", "a", "d", "b", "c"]
     assert schedule.longest_first(list(kinds), kinds, {"e": 9.0, "b": 5.0}) == ["a", "d", "e", "b", "c"]
+    # under xdist, each worker's first chunk (two items here) is one of the longest, then the shortest
+    timed = {"b": 5.0, "e": 9.0, "a": 7.0}
+    assert schedule.longest_first(list(kinds), kinds, timed, workers=2) == ["e", "c", "a", "b", "d"]
+    assert schedule.longest_first(list(kinds), kinds, timed, workers=3) == ["e", "a", "d", "c", "b"]  # one each
+    assert schedule.longest_first(list(kinds), kinds, timed, workers=2, others=4) == ["e", "a", "d", "b", "c"]
+    # an xdist worker orders by what the controller handed over, not by its own cache (another host has another)
+    worker = SimpleNamespace(workerinput={schedule.WORKER_KEY: {"a": 1.0}}, cache=None)
+    assert schedule.history(worker, "emulate") == {"a": 1.0}
+    assert schedule.history(SimpleNamespace(workerinput={}), "emulate") == {}
     assert [schedule.kind_of(t) for t in ("flex", "flex:fresh_metadata", "nosuch")] == ["passes", "finds", "error"]
 
 
