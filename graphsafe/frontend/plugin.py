@@ -8,11 +8,11 @@ Loaded through the ``pytest11`` entry point (disable with ``-p no:graphsafe``)::
 Every ``--graphsafe`` target becomes one item, ``graphsafe[<target>]``, collected after the run's
 ordinary tests: one check with every selected probe and capture size, captured once.  Items of
 different targets are independent, so ``pytest -n K`` (xdist's default ``--dist load``) spreads
-targets over workers, and worker ``gwN`` uses GPU ``N % count``.  The items are collected longest
-expected first (:mod:`graphsafe.frontend.schedule`), so that the workers end together.  An item passes, fails with the
-findings (kind, where, minimal step sequence, report path), fails with one paragraph when the
-target crashed, hung or broke its CUDA context, or is an *error* with one line when the target
-cannot be checked (unknown name, broken contract, bad options).
+targets over workers, and worker ``gwN`` uses GPU ``N % count``.  The items are collected in the
+order that lets the workers end together, longest expected first (:mod:`graphsafe.frontend.schedule`).
+An item passes, fails with the findings (kind, where, minimal step sequence, report path), fails
+with one paragraph when the target crashed, hung or broke its CUDA context, or is an *error* with
+one line when the target cannot be checked (unknown name, broken contract, bad options).
 
 Isolation: by default (``--graphsafe-isolate target``) each target's check runs in a child process of
 its own (:mod:`graphsafe.frontend.sandbox`), killed after ``--graphsafe-timeout`` seconds; with
@@ -151,9 +151,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageError as e:
         raise pytest.UsageError(f"graphsafe: {e}") from None
     o.register_profiles()
-    engine = config.stash[_OPTIONS].check.engine
-    prepare_engine(engine if isinstance(engine, str) else "auto")
     opts = config.stash[_OPTIONS]
+    engine = opts.check.engine
+    prepare_engine(engine if isinstance(engine, str) else "auto")
     if opts.targets and not hasattr(config, "workerinput"):  # not in xdist workers: see schedule
         config.pluginmanager.register(schedule.DurationRecorder(config, engine), "graphsafe-durations")
     controller = (getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "tx", None))
@@ -224,8 +224,8 @@ def pytest_configure_node(node: Any) -> None:
 
 
 class GraphsafeCollector(pytest.Collector):
-    """One item per ``--graphsafe`` target, longest expected first (:mod:`graphsafe.frontend.schedule`);
-    identical on every xdist worker (no randomness)."""
+    """One item per ``--graphsafe`` target, in :mod:`graphsafe.frontend.schedule`'s order; identical on
+    every xdist worker (no randomness)."""
 
     others = 0
 
