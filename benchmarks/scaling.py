@@ -1,66 +1,185 @@
 """Wall time of the whole reference suite under `pytest -n K --graphsafe all` for several K.
 
-Runs pytest in a fresh process from an empty directory (so only graphsafe's items are collected),
-once per worker count, and prints the scaling curve.
+For each K, pytest runs in a fresh process from a directory with no tests (so only graphsafe's
+items are collected), with a junit XML report from which come each target's duration and worker and
+each worker's sandbox start-ups (the plugin records them in the items' properties).  The runs share
+that directory's pytest cache, so a run after the first orders its items by the durations the
+earlier ones recorded, as a repeated run does (``--no-history``: no cache, the order by kind).
+Hypothesis runs under graphsafe's ``ci`` profile (derandomised: every K does the same work; the
+example count is ``--examples``, 10 by default as in the default ``fast`` profile).
 
-    python benchmarks/scaling.py [--workers 1 4 8 16] [--examples 10] [--engine auto]
+Before that, the start-up of one sandbox child (Sandbox.start until the child is ready) is measured
+here: spawned cold, and forked from the fork server (its first child pays for starting the server);
+then a warm-up run (one example per target, the most workers, its own directory) that is not
+counted: Triton's kernel cache and the file cache are then as warm for the first measured run as
+for the last.
+
+    python benchmarks/scaling.py [--workers 1 2] [--examples 10] [--engine auto] [--startups 3]
+                                 [--warmup-examples 1] [--profile ci] [--no-history]
+
+Writes benchmarks/results/<name>-<cpu|gpu>.json (``--name``, default scaling) after every row and
+prints the tables.  The goal: with k GPUs, ``-n k`` at least 0.85 k times as fast as ``-n 1``; on one
+GPU, ``-n 2`` no slower than ``-n 1``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 
 import _util
 
 
-def run(workers: int, examples: int, engine: str, targets: list[str], extra: list[str] = ()) -> dict:
-    with tempfile.TemporaryDirectory() as d:
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-               "--graphsafe-examples", str(examples), "--graphsafe-engine", engine, "--rootdir", d, d]
-        for t in targets:
-            cmd += ["--graphsafe", t]
-        cmd += ["-n", str(workers)] if workers > 1 else ["-p", "no:xdist"]
-        cmd += list(extra)
-        env = dict(os.environ, PYTHONPATH=str(_util.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        t = time.perf_counter()
-        p = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True)
-        wall = time.perf_counter() - t
-    lines = [l for l in (p.stdout + p.stderr).splitlines() if re.search(r"\d+ (passed|failed)", l)]
+def run(workers: int, examples: int, engine: str, targets: list[str], extra: list[str], root: str,
+        history: bool = True) -> dict:
+    """One ``pytest -n workers`` run in ``root`` (its pytest cache kept between runs when ``history``)."""
+    junit = os.path.join(root, f"junit-{workers}.xml")
+    shutil.rmtree(os.path.join(root, ".hypothesis"), ignore_errors=True)  # no examples saved by an earlier run
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "--graphsafe-examples", str(examples),
+           "--graphsafe-engine", engine, "--rootdir", root, root, "-n", str(workers), "--junitxml", junit]
+    cmd += [] if history else ["-p", "no:cacheprovider"]
+    for t in targets:
+        cmd += ["--graphsafe", t]
+    cmd += list(extra)
+    env = dict(os.environ, PYTHONPATH=str(_util.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    load = os.getloadavg()[0]  # other work on the machine stretches every wall time here
+    t = time.perf_counter()
+    p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    items = parse_junit(junit) if os.path.exists(junit) else {}
+    lines = [l for l in (p.stdout + p.stderr).splitlines() if re.search(r"\d+ (passed|failed|error)", l)]
     summary = lines[-1].strip("= ") if lines else (p.stdout + p.stderr).strip().splitlines()[-1:]
     counts = dict((k, int(v)) for v, k in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", str(summary)))
-    return {"workers": workers, "seconds": round(wall, 2), "summary": summary, "counts": counts, "rc": p.returncode}
+    return {"workers": workers, "seconds": round(wall, 2), "summary": summary, "counts": counts, "rc": p.returncode,
+            "load_before_after": [round(load, 2), round(os.getloadavg()[0], 2)], "targets": items,
+            "per_worker": per_worker(items)}
+
+
+def parse_junit(path: str) -> dict:
+    """target -> {seconds, worker, outcome, startups} from the plugin's junit XML properties."""
+    out = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        m = re.fullmatch(r"graphsafe\[(.+)\]", case.get("name", ""))
+        if not m:
+            continue
+        props = {}
+        for prop in case.iter("property"):
+            props.setdefault(prop.get("name"), prop.get("value"))  # each phase's report repeats them
+        outcome = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
+        out[m.group(1)] = {"seconds": round(float(case.get("time", 0)), 2), "worker": props.get("graphsafe_worker"),
+                           "outcome": outcome, "startups": json.loads(props.get("graphsafe_startups") or "[]")}
+    return out
+
+
+def per_worker(items: dict) -> dict:
+    """worker -> items, busy seconds, and its sandbox start-ups: the slowest paid for starting the fork
+    server (it need not be the first item's: the next item's child is started before an item runs)."""
+    out: dict[str, dict] = {}
+    for target, it in items.items():
+        w = out.setdefault(it["worker"] or "?", {"items": 0, "busy_s": 0.0, "startups": []})
+        w["items"] += 1
+        w["busy_s"] = round(w["busy_s"] + it["seconds"], 2)
+        w["startups"] += it["startups"]
+    for w in out.values():
+        secs = sorted(s["seconds"] for s in w["startups"])
+        w["slowest_startup_s"] = secs[-1] if secs else None
+        w["other_startups_median_s"] = round(statistics.median(secs[:-1]), 3) if len(secs) > 1 else None
+        w["methods"] = sorted({s["method"] for s in w["startups"]})
+    return dict(sorted(out.items()))
+
+
+def startups(engine: str, n: int, target: str = "flex") -> dict:
+    """Seconds from Sandbox.start to ready: spawned cold, and from the fork server (first, then warm)."""
+    from graphsafe.frontend.sandbox import Sandbox  # after _util set the engine up
+
+    out = {}
+    for method in ("spawn", "auto"):
+        secs, how = [], set()
+        for _ in range(n + (1 if method == "auto" else 0)):
+            box = Sandbox(target, engine=engine, method=method)
+            try:
+                box.start(wait=True)
+                secs.append(box.startups[-1]["seconds"])
+                how.add(box.startups[-1]["method"])
+            finally:
+                box.close()
+        name = "forkserver" if how == {"forkserver"} else "/".join(sorted(how))
+        warm = secs[1:] if method == "auto" else secs
+        out[name] = {"first_s": secs[0], "median_s": round(statistics.median(warm), 3), "all_s": secs}
+    return out
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--workers", type=int, nargs="*", default=[1, 4, 8, 16])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--examples", type=int, default=10)
     ap.add_argument("--engine", default="auto")
     ap.add_argument("--targets", nargs="*", default=["all"])
+    ap.add_argument("--startups", type=int, default=3, help="sandbox start-ups per method (0: skip)")
+    ap.add_argument("--warmup-examples", type=int, default=1, help="examples per target of the warm-up run (0: none)")
+    ap.add_argument("--profile", default="ci", help="graphsafe's Hypothesis profile (default ci: derandomised)")
+    ap.add_argument("--no-history", action="store_true", help="no pytest cache: every run orders its items by kind")
     ap.add_argument("--pytest-args", default="", help="more pytest arguments, e.g. '--graphsafe-isolate none'")
     ap.add_argument("--name", default="scaling", help="results file name (default scaling)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--tables", metavar="JSON", help="only print the tables of an earlier results file")
     a = ap.parse_args()
-    rows = []
+    if a.tables:
+        return print_tables(json.loads(open(a.tables).read()))
+    extra = ["--graphsafe-profile", a.profile, *a.pytest_args.split()]
+    data = {"engine": a.engine, "examples": a.examples, "profile": a.profile, "history": not a.no_history,
+            "targets": a.targets, "pytest_args": a.pytest_args,
+            "startup": startups(a.engine, a.startups) if a.startups else {}, "rows": []}
+    print("start-up:", data["startup"], flush=True)
+    if a.warmup_examples:
+        with tempfile.TemporaryDirectory() as d:
+            warmup = run(max(a.workers), a.warmup_examples, a.engine, a.targets, extra, d, history=False)
+        data["warmup"] = {k: v for k, v in warmup.items() if k not in ("targets", "per_worker")}
+        print("warm-up:", data["warmup"], flush=True)
+    root = tempfile.mkdtemp(prefix="graphsafe-scaling-")
     for k in a.workers:
-        rows.append(run(k, a.examples, a.engine, a.targets, a.pytest_args.split()))
-        print(rows[-1], flush=True)
-        base = rows[0]["seconds"]
-        for r in rows:
-            r["speedup"] = round(base / r["seconds"], 2)
-        # after every row: a run cut off by a time limit keeps what it measured
-        _util.write(a.name, {"engine": a.engine, "examples": a.examples, "targets": a.targets,
-                             "pytest_args": a.pytest_args, "rows": rows}, a.out)
-    print("\n| workers | wall s | speedup | outcome |")
-    print("|---|---|---|---|")
+        data["rows"].append(run(k, a.examples, a.engine, a.targets, extra, root, history=not a.no_history))
+        print({k: v for k, v in data["rows"][-1].items() if k not in ("targets", "per_worker")}, flush=True)
+        base = next((r for r in data["rows"] if r["workers"] == 1), data["rows"][0])
+        for r in data["rows"]:
+            r["speedup"] = round(base["seconds"] / r["seconds"], 2)
+            r["efficiency"] = round(r["speedup"] / r["workers"], 2)
+        _util.write(a.name, data, a.out)  # after every row: a run cut off by a time limit keeps what it measured
+    shutil.rmtree(root, ignore_errors=True)
+    print_tables(data)
+
+
+def print_tables(data: dict) -> None:
+    rows = data["rows"]
+    print("\n| workers | wall s | speed-up | speed-up / workers | outcome |\n|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {r['summary']} |")
+        print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {r['efficiency']} | {r['summary']} |")
+    print("\n| workers | worker | items | busy s | slowest start-up s (the fork server's) | other start-ups, median s "
+          "| how |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        for w, s in per_worker(r["targets"]).items():
+            print(f"| {r['workers']} | {w} | {s['items']} | {s['busy_s']} | {s['slowest_startup_s']} | "
+                  f"{s['other_startups_median_s']} | {', '.join(s['methods'])} |")
+    targets = list(rows[0]["targets"]) if rows else []
+    print("\n| target (as the first run reported them) | " + " | ".join(f"s at -n {r['workers']} (worker)" for r in rows) + " |")
+    print("|---|" + "---|" * len(rows))
+    for t in targets:
+        cells = [f"{r['targets'][t]['seconds']} ({r['targets'][t]['worker']})" if t in r["targets"] else "-"
+                 for r in rows]
+        print(f"| {t} | " + " | ".join(cells) + " |")
+    if data.get("startup"):
+        print("\n| sandbox start-up | first s | median s (later) |\n|---|---|---|")
+        for how, s in data["startup"].items():
+            print(f"| {how} | {s['first_s']} | {s['median_s']} |")
 
 
 if __name__ == "__main__":

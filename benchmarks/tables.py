@@ -40,10 +40,11 @@ def main() -> None:
         d = load(name)
         if d:
             print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, {d['examples']} examples of up to {d['steps']} steps)\n")
-            print("| variant | bare loop steps/s | graphsafe steps/s | ratio |")
-            print("|---|---|---|---|")
+            print("| variant | bare loop steps/s | graphsafe steps/s (worst) | ratio | default policies steps/s | ratio |")
+            print("|---|---|---|---|---|---|")
             for r in d["rows"]:
-                print(f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} |")
+                print(f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} "
+                      f"| {r.get('default_steps_per_s', '-')} | {r.get('default_ratio', '-')} |")
     for name in ("scaling-gpu.json", "scaling-noisolate-gpu.json", "scaling-cpu.json"):
         d = load(name)
         if d:

@@ -8,6 +8,7 @@ front end's runner (:mod:`graphsafe.frontend.runner`), which :func:`graphsafe.ch
 from __future__ import annotations
 
 import os
+import gc
 import re
 import time
 import warnings
@@ -177,6 +178,7 @@ def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress],
         found += _search(p, runner, strategy, phase, counter, t0) + runner.infos
         counter["steps"] += runner.steps_run
         runner = session = None  # the phase's graphs and target instance go before the next phase's are made
+        gc.collect()  # (a session's graphs and buffers reference each other)
     result = p.result
     for f in found:
         p.finish(f)

@@ -18,7 +18,7 @@ import torch
 
 from ..engines.triton_env import interpreter_active, use_interpreter
 
-__all__ = ["cuda_available", "gpu_count", "prepare_engine", "uses_cuda", "engine_problem", "worker_id",
+__all__ = ["cuda_available", "gpu_count", "interpreter_for", "prepare_engine", "uses_cuda", "engine_problem", "worker_id",
            "worker_index", "worker_device", "assign_device"]
 
 
@@ -53,13 +53,16 @@ def cuda_available() -> bool:
     return gpu_count() > 0
 
 
-def prepare_engine(engine: str) -> bool:
-    """Switch Triton to its interpreter when ``engine`` will be the emulator; call before kernels import.
+def interpreter_for(engine: str) -> bool:
+    """True when Triton runs under its interpreter for checks on ``engine`` here: ``emulate``
+    always, ``auto`` when no CUDA device is visible, and whenever ``TRITON_INTERPRET`` is on."""
+    return engine == "emulate" or interpreter_active() or (engine == "auto" and not cuda_available())
 
-    ``emulate`` always, ``auto`` when no CUDA device is visible, ``cuda`` never.
-    Returns True when the interpreter is active.
-    """
-    if engine == "emulate" or interpreter_active() or (engine == "auto" and not cuda_available()):
+
+def prepare_engine(engine: str) -> bool:
+    """Switch Triton to its interpreter when ``engine`` will be the emulator (:func:`interpreter_for`);
+    call before kernels import.  Returns True when the interpreter is active."""
+    if interpreter_for(engine):
         return use_interpreter(force=True)  # force=True also patches the autotuner when already on
     return interpreter_active()
 

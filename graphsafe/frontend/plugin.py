@@ -8,14 +8,17 @@ Loaded through the ``pytest11`` entry point (disable with ``-p no:graphsafe``)::
 Every ``--graphsafe`` target becomes one item, ``graphsafe[<target>]``, collected after the run's
 ordinary tests: one check with every selected probe and capture size, captured once.  Items of
 different targets are independent, so ``pytest -n K`` (xdist's default ``--dist load``) spreads
-targets over workers, and worker ``gwN`` uses GPU ``N % count``.  An item passes, fails with the
-findings (kind, where, minimal step sequence, report path), fails with one paragraph when the
-target crashed, hung or broke its CUDA context, or is an *error* with one line when the target
-cannot be checked (unknown name, broken contract, bad options).
+targets over workers, and worker ``gwN`` uses GPU ``N % count``.  The items are collected in the
+order that lets the workers end together, longest expected first (:mod:`graphsafe.frontend.schedule`).
+An item passes, fails with the findings (kind, where, minimal step sequence, report path), fails
+with one paragraph when the target crashed, hung or broke its CUDA context, or is an *error* with
+one line when the target cannot be checked (unknown name, broken contract, bad options).
 
 Isolation: by default (``--graphsafe-isolate target``) each target's check runs in a child process of
 its own (:mod:`graphsafe.frontend.sandbox`), killed after ``--graphsafe-timeout`` seconds; with
-``none`` it runs in the pytest process under the same timeout.
+``none`` it runs in the pytest process under the same timeout.  The children fork from one fork
+server per pytest process, which imports torch and graphsafe once.  Each item records the start-up
+of the children it waited for in its ``user_properties`` (in a ``--junitxml`` report).
 
 Options (ini key in brackets; the command line wins): ``--graphsafe TARGET`` [``graphsafe_targets``],
 ``--graphsafe-engine``, ``--graphsafe-examples``, ``--graphsafe-steps``, ``--graphsafe-capture-sizes``,
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +41,12 @@ import pytest
 from ..check import AuditResult, CheckOptions, resolve_target, validate_target
 from ..errors import ContractError, TargetFailure, UsageError
 from . import options as o
+from . import schedule
 from .devices import engine_problem, gpu_count, prepare_engine, worker_device, worker_id
 from .fixture import GraphsafeFixture, error_text, failure_line, failure_text, marker_defaults
 from .inprocess import RunOptions
 from .runner import audit, run
-from .sandbox import MAX_LIVE, close_all, get_sandbox
+from .sandbox import MAX_LIVE, close_all, get_sandbox, warm
 
 __all__ = ["GraphsafeItem", "GraphsafeCollector", "GraphsafeFailure", "graphsafe"]
 
@@ -157,8 +162,16 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageError as e:
         raise pytest.UsageError(f"graphsafe: {e}") from None
     o.register_profiles()
-    engine = config.stash[_OPTIONS].check.engine
+    opts = config.stash[_OPTIONS]
+    engine = opts.check.engine
     prepare_engine(engine if isinstance(engine, str) else "auto")
+    if opts.targets and not hasattr(config, "workerinput"):  # not in xdist workers: see schedule
+        config.pluginmanager.register(schedule.DurationRecorder(config, engine), "graphsafe-durations")
+    controller = (getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "tx", None))
+                  and not hasattr(config, "workerinput"))  # xdist's controller runs no item
+    if (opts.targets and opts.run.isolate == "target" and isinstance(engine, str) and not engine_problem(engine)
+            and not controller and not config.option.collectonly):
+        warm(engine)  # the fork server imports torch and graphsafe while pytest collects
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -211,14 +224,29 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # tryfirst: the items exist before -k/-m/--deselect filter the list.
     if _options(config).targets:
         collector = GraphsafeCollector.from_parent(session, name="graphsafe", nodeid="graphsafe")
+        collector.others = len(items)  # collected before graphsafe's items: they take xdist's first chunks
         items.extend(session.genitems(collector))  # reported like any collector: "collected N items" counts these
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    # xdist controller, for each worker: the durations it read, so that every worker (on any host) orders alike
+    node.workerinput[schedule.WORKER_KEY] = schedule.history(node.config, _options(node.config).check.engine)
+
+
 class GraphsafeCollector(pytest.Collector):
-    """One item per ``--graphsafe`` target; identical on every xdist worker (no randomness)."""
+    """One item per ``--graphsafe`` target, in :mod:`graphsafe.frontend.schedule`'s order; identical on
+    every xdist worker (no randomness)."""
+
+    others = 0
 
     def collect(self):
-        for target in _options(self.config).targets:
+        opts = _options(self.config)
+        kinds = {t: schedule.kind_of(t) for t in opts.targets}
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1) if worker_id() else 1
+        order = schedule.longest_first(opts.targets, kinds, schedule.history(self.config, opts.check.engine),
+                                       workers=workers, others=self.others)
+        for target in order:
             yield GraphsafeItem.from_parent(self, name=f"graphsafe[{target}]", target=target)
 
 
@@ -279,8 +307,11 @@ class GraphsafeItem(pytest.Item):
 
     def setup(self) -> None:
         msg = None
+        box = None
         try:
             cls, check, run_opts = self._plan()
+            box = self._sandbox(cls)
+            before = len(box.startups) if box is not None else 0
             if _options(self.config).audit:
                 self.result = audit(cls, check, report_dir=run_opts.report_dir, isolate=run_opts.isolate,
                                     timeout=run_opts.timeout)
@@ -290,8 +321,19 @@ class GraphsafeItem(pytest.Item):
             self.failure = failure_line(e, _options(self.config).run.isolate == "target")
         except (UsageError, ContractError) as e:  # graphsafe's own errors keep their traceback
             msg = error_text(e)
+        self.user_properties.append(("graphsafe_worker", worker_id() or "main"))
+        if box is not None:  # the sandbox children this item waited for: {"method", "seconds"} each
+            self.user_properties.append(("graphsafe_startups", json.dumps(box.startups[before:])))
         if msg is not None:  # outside the except block: no chained traceback in the report
             pytest.fail(msg, pytrace=False)
+
+    def _sandbox(self, cls: type):
+        """The sandbox this item's check runs in (the runner's), or None without isolation."""
+        opts = _options(self.config)
+        engine = opts.check.engine
+        if opts.run.isolate != "target" or not isinstance(engine, str):
+            return None
+        return get_sandbox(cls, engine=engine, device=worker_device(engine))
 
     def runtest(self) -> None:
         if self.failure is not None:
@@ -309,7 +351,7 @@ class GraphsafeItem(pytest.Item):
         if opts.run.isolate != "target" or not isinstance(engine, str) or engine_problem(engine):
             return
         try:
-            get_sandbox(resolve_target(self.target)[0], engine=engine, device=worker_device(engine)).start(wait=False)
+            self._sandbox(resolve_target(self.target)[0]).start(wait=False)
         except Exception:  # noqa: BLE001 - the item's own check reports whatever this was
             pass
 

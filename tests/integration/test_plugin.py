@@ -8,8 +8,11 @@ Runs that need a real process (xdist, Hypothesis' CI profile) use
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import xml.etree.ElementTree as ET
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +20,7 @@ from graphsafe import UsageError
 from graphsafe.check import names
 from graphsafe.frontend import devices
 from graphsafe.frontend import options as frontend
+from graphsafe.frontend import schedule
 from graphsafe.frontend.plugin import gpu_sharing_hint
 from graphsafe.probes import PROBES
 from tests.subprocesses import OUTER_RUN_VARS, error_sections, failure_sections, plugin_args
@@ -141,7 +145,7 @@ def test_collection_ids_order_ini_and_overrides(gs):
     )
     result = run_in(gs, "--collect-only", "-q")
     ids = [line for line in result.outlines if line.startswith("graphsafe[")]
-    assert ids == ["graphsafe[mymod:Fresh]", "graphsafe[mymod:Safe]"]  # targets in the given order
+    assert ids == ["graphsafe[mymod:Fresh]", "graphsafe[mymod:Safe]"]  # the given order (buggy first here too)
     # the command line wins over the ini; duplicates collapse; -k selects items
     result = run_in(gs, "--collect-only", "-q", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Safe",
                     "--graphsafe", "mymod:Fresh", "--graphsafe-profile", "ci", "-k", "Fresh")
@@ -160,6 +164,63 @@ def test_one_item_whatever_the_probes_and_sizes(gs):
     ids = [line for line in result.outlines if line.startswith("graphsafe[")]
     assert ids == ["graphsafe[mymod:Safe]"]
     assert "probes all" in run_in(gs, "--collect-only", "--graphsafe", "mymod:Safe").stdout.str()
+
+
+def test_items_run_longest_expected_first(gs):
+    # no earlier durations: buggy variants (their findings are shrunk and diagnosed: the longest on the
+    # reference suite) first, then targets expected to pass (a fixed variant, or a target that does
+    # not say), targets that cannot be resolved (an error at once) last; ties keep the given order
+    result = run_in(gs, "--collect-only", "-q", "--graphsafe", "nosuch", "--graphsafe", "flex:fresh_metadata",
+                    "--graphsafe", "mymod:Fresh", "--graphsafe", "flex", "--graphsafe", "mymod:WrongType")
+    ids = [line for line in result.outlines if line.startswith("graphsafe[")]
+    assert ids == ["graphsafe[flex:fresh_metadata]", "graphsafe[mymod:Fresh]",
+                   "graphsafe[flex]", "graphsafe[mymod:WrongType]", "graphsafe[nosuch]"]  # WrongType: no `expected`
+
+
+def test_durations_are_recorded_in_the_cache_and_order_the_next_run(gs):
+    # under xdist the controller sees every report and writes the cache
+    result = gs.runpytest_subprocess(
+        *plugin_args(), *FAST[2:], "-n", "2", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Fresh",
+        "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "2", "--junitxml", "junit.xml", timeout=300,
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    recorded = json.loads((gs.path / ".pytest_cache" / "v" / "graphsafe" / "durations").read_text())
+    assert sorted(recorded["emulate"]) == ["mymod:Fresh", "mymod:Safe"]
+    assert all(s > 0 for s in recorded["emulate"].values())
+    # every item says which worker ran it and how long each sandbox child it waited for took to start
+    for case in ET.parse(gs.path / "junit.xml").getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert props["graphsafe_worker"] in ("gw0", "gw1")
+        startups = json.loads(props["graphsafe_startups"])
+        assert [s["method"] for s in startups] == ["forkserver"] and startups[0]["seconds"] > 0, startups
+    # a recorded duration wins over the given order and over the kind (Fresh, buggy, would go first)
+    long_safe = {"mymod:Fresh": 1.0, "mymod:Safe": 100.0}
+    (gs.path / ".pytest_cache" / "v" / "graphsafe" / "durations").write_text(
+        json.dumps({"emulate": long_safe, "cuda": long_safe}))
+    result = gs.runpytest_inprocess(*plugin_args(), "--graphsafe-examples", "5", "--collect-only", "-q",
+                                    "--graphsafe", "mymod:Fresh", "--graphsafe", "mymod:Safe")
+    assert [line for line in result.outlines if line.startswith("graphsafe[")] == [
+        "graphsafe[mymod:Safe]", "graphsafe[mymod:Fresh]"]
+
+
+def test_longest_first_order():
+    kinds = {"a": "passes", "b": "finds", "c": "error", "d": "passes", "e": "finds"}
+    assert schedule.longest_first(list(kinds), kinds, {}) == ["b", "e", "a", "d", "c"]  # by kind, then given order
+    # recorded seconds, longest first; an untimed target counts as the median of its kind (d: a's 7 s),
+    # or as the longest when none of its kind has a time; a target that cannot be resolved is last
+    assert schedule.longest_first(list(kinds), kinds, {"b": 5.0, "e": 9.0, "a": 7.0, "c": 99.0}) == [
+        "e", "a", "d", "b", "c"]
+    assert schedule.longest_first(list(kinds), kinds, {"e": 9.0, "b": 5.0}) == ["a", "d", "e", "b", "c"]
+    # under xdist, each worker's first chunk (two items here) is one of the longest, then the shortest
+    timed = {"b": 5.0, "e": 9.0, "a": 7.0}
+    assert schedule.longest_first(list(kinds), kinds, timed, workers=2) == ["e", "c", "a", "b", "d"]
+    assert schedule.longest_first(list(kinds), kinds, timed, workers=3) == ["e", "a", "d", "c", "b"]  # one each
+    assert schedule.longest_first(list(kinds), kinds, timed, workers=2, others=4) == ["e", "a", "d", "b", "c"]
+    # an xdist worker orders by what the controller handed over, not by its own cache (another host has another)
+    worker = SimpleNamespace(workerinput={schedule.WORKER_KEY: {"a": 1.0}}, cache=None)
+    assert schedule.history(worker, "emulate") == {"a": 1.0}
+    assert schedule.history(SimpleNamespace(workerinput={}), "emulate") == {}
+    assert [schedule.kind_of(t) for t in ("flex", "flex:fresh_metadata", "nosuch")] == ["passes", "finds", "error"]
 
 
 def test_targets_that_cannot_be_checked_are_errors_with_one_line(gs):

@@ -2,8 +2,10 @@
 
 It ignores Ctrl-C (the parent decides), unwinds on SIGTERM (so a report being written removes its
 temporary directory), writes every thread's stack to a file on a fatal signal or SIGUSR1 (the
-parent reads it to say where a crashed or hung target was), exits when its parent is gone, and
-after every check tells the parent whether its CUDA context still works.
+parent reads it to say where a crashed or hung target was), exits when its parent is gone (its
+lifeline, a pipe only the parent holds open, closes), and after every check tells the parent
+whether its CUDA context still works.  Forked from the fork server (:mod:`.server`), it takes the
+parent's environment first, and reports what it inherited from the server when it is ready.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import faulthandler
 import importlib
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -31,7 +34,10 @@ from ..inprocess import run_here
 from ..options import register_profiles
 from .wire import result_to_text
 
-__all__ = ["child_main", "cuda_context_ok"]
+__all__ = ["child_main", "cuda_context_ok", "PRELOAD"]
+
+#: the module the fork server imports for its children (:mod:`.preload`)
+PRELOAD = __name__.rpartition(".")[0] + ".preload"
 
 
 def cuda_context_ok() -> bool:
@@ -49,16 +55,20 @@ def cuda_context_ok() -> bool:
         return False
 
 
-def _watch_parent(parent_pid: int, fault_path: str) -> None:
-    """Exit when the parent is gone (SIGKILLed parents do not clean up their children, or their files)."""
+def _watch_parent(lifeline, fault_path: str) -> None:
+    """Exit when the parent is gone (SIGKILLed parents do not clean up their children, or their files).
+
+    ``lifeline`` is the read end of a pipe whose write end only the parent holds and never writes:
+    it turns readable (end of file) when the parent closes it or dies.  (A child forked from the
+    fork server is the server's child, so its parent process id says nothing about the parent.)
+    """
 
     def watch() -> None:
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent_pid:
-                with contextlib.suppress(OSError):
-                    os.unlink(fault_path)
-                os._exit(1)
+        with contextlib.suppress(OSError, EOFError):
+            lifeline.poll(None)
+        with contextlib.suppress(OSError):
+            os.unlink(fault_path)
+        os._exit(1)
 
     threading.Thread(target=watch, name="graphsafe-sandbox-parent-watch", daemon=True).start()
 
@@ -84,8 +94,18 @@ def _warm_up(ref: str) -> None:
         lookup(ref)  # the target's module and its kernels
 
 
-def child_main(conn, ref: str, by_class: bool, engine: str, device: Any, parent_pid: int) -> None:
-    """The child process's entry point (``multiprocessing`` target)."""
+def _inherited() -> dict | None:
+    """What the fork server had imported and set up when this process forked from it (None if spawned)."""
+    state = getattr(sys.modules.get(PRELOAD), "STATE", None)
+    return dict(state) if state and state.get("pid") != os.getpid() else None
+
+
+def child_main(conn, ref: str, by_class: bool, engine: str, device: Any, lifeline, env: dict | None) -> None:
+    """The child process's entry point (``multiprocessing`` target).  ``env``: the parent's environment,
+    for a child forked from the fork server (whose environment is the server's)."""
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
     # Ctrl-C reaches the whole process group: the parent decides what happens to this process
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -96,7 +116,7 @@ def child_main(conn, ref: str, by_class: bool, engine: str, device: Any, parent_
     code = 0
     try:
         fault = os.fdopen(fd, "w")
-        _watch_parent(parent_pid, fault_path)
+        _watch_parent(lifeline, fault_path)
         conn.send(("fault", fault_path))
         faulthandler.enable(fault, all_threads=True)
         if hasattr(signal, "SIGUSR1"):
@@ -108,7 +128,7 @@ def child_main(conn, ref: str, by_class: bool, engine: str, device: Any, parent_
             torch.cuda.set_device(device)
         register_profiles()
         _warm_up(ref)
-        conn.send(("ready", os.getpid()))
+        conn.send(("ready", os.getpid(), {"time": time.time(), "inherited": _inherited()}))
         _serve(conn, ref, by_class)
     except KeyboardInterrupt:  # SIGTERM from the parent, after unwinding (temporary report dirs removed)
         code = 128 + signal.SIGTERM

@@ -2,9 +2,10 @@
 
 The backends graphsafe examines are broken by definition: a host sync inside capture leaves the
 process's CUDA state unusable, an illegal memory access kills the CUDA context, a kernel can spin
-forever, a target can segfault its process.  A :class:`Sandbox` is one child process
-(``multiprocessing``'s ``spawn`` context, never ``fork``) per target that runs checks and answers
-with the :class:`~graphsafe.CheckResult`::
+forever, a target can segfault its process.  A :class:`Sandbox` is one child process per target
+that runs checks and answers with the :class:`~graphsafe.CheckResult`.  The child forks from this
+process's fork server (:mod:`.server`: torch and graphsafe already imported, no CUDA), or is
+spawned where that server cannot serve it; never forked from this process::
 
     box = get_sandbox("tests.targets.synthetic:Safe", engine="emulate")
     result = box.check(CheckOptions(examples=10), RunOptions(timeout=60))
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import multiprocessing as mp
 import os
 import signal
 import sys
@@ -47,6 +47,7 @@ from ...check import CheckOptions
 from ...errors import ContextBroken, ContractError, InternalError, TargetCrashed, TargetTimeout, UsageError
 from ...findings import CheckResult
 from ..inprocess import RunOptions, run_here
+from . import server
 from .child import child_main
 from .faults import death_text, where_in_dump
 from .wire import result_from_text, target_ref
@@ -78,8 +79,8 @@ class Pool(Protocol):
 def _no_main_module():
     """Hide ``__main__`` from multiprocessing while a child starts.
 
-    ``spawn`` re-runs the parent's main script in the child unless it is guarded by
-    ``if __name__ == "__main__"``; the child needs nothing from it (targets from ``__main__`` run
+    ``spawn`` and ``forkserver`` re-run the parent's main script in the child unless it is guarded
+    by ``if __name__ == "__main__"``; the child needs nothing from it (targets from ``__main__`` run
     in-process, see :func:`target_ref`), so it is not sent at all.
     """
     main = sys.modules.get("__main__")
@@ -98,11 +99,19 @@ class Sandbox:
     as ``module:qualname`` (anything else runs in this process, with a note).
     ``engine`` is ``auto``, ``cuda`` or ``emulate``; ``device`` a CUDA device
     index the child makes current (None: the default); ``pool`` the pool that
-    keeps it, if any.
+    keeps it, if any; ``method`` ``auto`` (from the fork server where it
+    serves) or ``spawn`` (a cold interpreter every time).
+
+    ``startups`` lists every child's start: ``{"method": "forkserver" or
+    "spawn", "seconds": from start() to the child's "ready"}``.
     """
 
-    def __init__(self, target: Any, engine: str = "auto", device: int | None = None, pool: Pool | None = None):
+    def __init__(self, target: Any, engine: str = "auto", device: int | None = None, pool: Pool | None = None,
+                 method: str = "auto"):
+        if method not in server.METHODS:
+            raise UsageError(f"sandbox start method {method!r}: choose one of {', '.join(server.METHODS)}")
         self.target = target
+        self.method = method
         self.pool = pool
         self.name = display_name(target)
         self.engine = engine
@@ -111,7 +120,11 @@ class Sandbox:
         self._proc = None
         self._conn = None
         self._fault_path: str | None = None
+        self._lifeline = None  # the write end of the child's lifeline (see child._watch_parent)
+        self._launched: tuple[str, float] = ("", 0.0)  # how and when (time.time()) the child was started
         self.started = 0  # how many child processes this sandbox has started
+        self.startups: list[dict[str, Any]] = []
+        self.inherited: dict | None = None  # what the current child inherited from the fork server
 
     def __repr__(self) -> str:
         state = "in-process" if self.ref is None else (f"pid {self.pid}" if self.alive else "no process")
@@ -212,17 +225,21 @@ class Sandbox:
                 self._await_ready(timeout)
             return
         self._discard()
-        ctx = mp.get_context("spawn")
+        ctx, how = server.context_for(self.engine, self.method)
         parent, child = ctx.Pipe(duplex=True)
+        lifeline, self._lifeline = ctx.Pipe(duplex=False)
+        env = dict(os.environ) if how == "forkserver" else None  # spawned children inherit it anyway
         proc = ctx.Process(
             target=child_main,
-            args=(child, self.ref, self.by_class, self.engine, self.device, os.getpid()),
+            args=(child, self.ref, self.by_class, self.engine, self.device, lifeline, env),
             name=f"graphsafe-sandbox[{self.name}]",
             daemon=True,
         )
+        self._launched = (how, time.time())
         with _no_main_module():
             proc.start()
         child.close()
+        lifeline.close()
         self._proc, self._conn = proc, parent
         self.started += 1
         self._starting = True
@@ -245,6 +262,16 @@ class Sandbox:
             self._discard()
             raise InternalError(f"{self.name}: the sandbox process sent {msg!r} instead of 'ready'")
         self._idle = True
+        how, when = self._launched
+        info = msg[2] if len(msg) > 2 and isinstance(msg[2], dict) else {}
+        self.inherited = info.get("inherited")
+        self.startups.append({"method": how, "seconds": round(float(info.get("time", time.time())) - when, 4)})
+        why = server.mismatch(self.inherited, self.engine) if how == "forkserver" else ""
+        if why:  # this child is not what a spawned one would be: spawn from now on
+            server.stop_using(why)
+            self.startups[-1]["discarded"] = why
+            self._discard()
+            self.start(wait=True, timeout=timeout)
 
     def _wait(self, timeout: float, starting: bool = False, deadline_of: float | None = None) -> Any:
         """The next message from the child within ``timeout`` seconds; TargetCrashed / TargetTimeout otherwise
@@ -322,8 +349,8 @@ class Sandbox:
     # -- stopping ------------------------------------------------------------------------
     def _discard(self, graceful: bool = False) -> None:
         """Stop the child (if any) and forget it; the next check starts a fresh one."""
-        proc, conn = self._proc, self._conn
-        self._proc = self._conn = None
+        proc, conn, lifeline = self._proc, self._conn, self._lifeline
+        self._proc = self._conn = self._lifeline = None
         self._idle = self._starting = False
         if proc is not None:
             if graceful:
@@ -338,11 +365,10 @@ class Sandbox:
                 proc.close()
             except ValueError:  # still running (stuck in the driver): leave it to the OS
                 pass
-        if conn is not None:
-            try:
-                conn.close()
-            except OSError:
-                pass
+        for end in (conn, lifeline):  # the lifeline last: a child still unwinding has finished or was killed
+            if end is not None:
+                with contextlib.suppress(OSError):
+                    end.close()
         if self._fault_path:
             try:
                 os.unlink(self._fault_path)

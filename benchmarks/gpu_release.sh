@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The GPU measurements quoted in the README, in parts that each fit a 10-minute slot:
+#   bash benchmarks/gpu_release.sh PART OUTDIR
+# PART: tests (GPU tests, the reference suite on cuda, guard overhead), bench (throughput, state size),
+#       audit (graphsafe audit all, detection), scale1 (scaling on this host's GPUs: -n 1 and -n 2),
+#       scale (scaling -n 1 and -n <GPU count>).
+# Each step's log and its wall time go to OUTDIR; result JSONs too (copy them to benchmarks/results/).
+set -u
+part=$1; out=${2:-/tmp/gpu-release}
+mkdir -p "$out"
+export GRAPHSAFE_DB=/tmp/graphsafe-db PYTHONUNBUFFERED=1
+py=${PYTHON:-python3}
+step() {  # step NAME SECONDS CMD...: run CMD with a time limit, log and wall time in OUTDIR/NAME.log
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s.%N) t1
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  t1=$(date +%s.%N)
+  echo "rc=$rc wall_s=$(awk "BEGIN{printf \"%.1f\", $t1 - $t0}")" >> "$out/$name.log"
+  tail -1 "$out/$name.log"
+}
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1
+case $part in
+  tests)
+    step tests_cuda 150 $py -m pytest -q -p no:randomly -p no:cacheprovider -n 8 -m cuda tests
+    step check_cuda 200 $py -m graphsafe check all --engine cuda --report-dir "$out/reports" --seed 0 --expected
+    step guard 200 $py benchmarks/guard_overhead.py --engine cuda --replays 10000 --steps 10000 --every 100 \
+      --rounds 10 --out "$out" ;;
+  bench)
+    step throughput 280 $py benchmarks/throughput.py --engine cuda --out "$out"
+    step state_size 280 $py benchmarks/state_size.py --gpu --engine cuda --out "$out" ;;
+  audit)
+    step audit 330 $py -m graphsafe audit all --engine cuda --seed 0 --report-dir "$out/audit"
+    step detection 240 $py benchmarks/detection.py --engine cuda --seeds 2 --rate-seeds 5 --fixed-examples 50 \
+      --out "$out" ;;
+  scale1)
+    step scaling1 560 $py benchmarks/scaling.py --workers 1 2 --engine cuda --name scaling-1gpu \
+      --out "$out" ;;
+  scale)
+    n=$(nvidia-smi -L | wc -l)
+    step scaling 560 $py benchmarks/scaling.py --workers 1 "$n" --engine cuda --name "scaling-${n}gpu" \
+      --out "$out" ;;
+  *) echo "unknown part $part"; exit 2 ;;
+esac

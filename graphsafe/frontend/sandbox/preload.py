@@ -1,0 +1,39 @@
+"""What the fork server imports once, so that every sandbox child forked from it starts warm.
+
+Imported by the ``forkserver`` process that :mod:`.server` starts (``set_forkserver_preload``), with
+``TRITON_INTERPRET`` already decided in its environment ("1": the emulator, "0": CUDA) and
+``PYTORCH_NVML_BASED_CUDA_CHECK=1``, so that nothing here reaches the CUDA driver.  It imports
+torch, torch._dynamo (seconds; graphsafe's recorder pulls it in on its first operation),
+hypothesis, graphsafe (its package is imported before this module) and the sandbox child's code, and records in :data:`STATE` what its children
+inherit; each child reports that state when it is ready.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+# before torch is imported: device queries through NVML, never through the CUDA driver
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
+import hypothesis  # noqa: E402,F401
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402,F401
+
+from ...engines.triton_env import interpreter_active, use_interpreter  # noqa: E402
+from ..options import register_profiles  # noqa: E402
+from . import child  # noqa: E402,F401  (the children's entry point)
+
+if interpreter_active():  # decided by the parent; here only Triton's autotuner is adapted to it
+    use_interpreter(force=True)
+register_profiles()
+
+#: what every child of this server inherits (reported by the child when it is ready)
+STATE = {
+    "pid": os.getpid(),
+    "interpret": interpreter_active(),
+    "cuda_initialized": torch.cuda.is_initialized(),
+    "python_threads": threading.active_count(),
+    "files": {name: getattr(sys.modules.get(name), "__file__", None) for name in ("torch", "hypothesis", "graphsafe")},
+}

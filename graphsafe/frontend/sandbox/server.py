@@ -1,0 +1,121 @@
+"""The fork server: sandbox children forked in milliseconds from one process that imported torch once.
+
+A sandbox child started with ``spawn`` spends seconds importing torch, torch._dynamo (which
+graphsafe's recorder pulls in on its first operation), hypothesis and graphsafe; paid once per
+target, that was a large part of a short check.  Here the first sandbox of a process (a pytest
+worker, the command line) starts ``multiprocessing``'s ``forkserver`` with :mod:`.preload` as its
+preload, and every child after that forks from it.  Each process that starts sandboxes has its
+own server, so the start-up is paid once per pytest worker, not once per target.
+
+The server is started with the engine already decided: ``TRITON_INTERPRET`` is "1" (the emulator)
+or "0" (CUDA) in its environment before it imports triton, ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` keeps
+torch's device queries off the CUDA driver, and nothing there initialises CUDA, so a child can
+create its own context.  Its ``sys.path`` is this process's.  A child takes this process's
+environment as it is when the child starts, not the server's.
+
+``multiprocessing`` keeps one fork server per process.  It serves the engine and the import-time
+environment (:func:`server_key`) of the first sandbox; a sandbox that needs others (the emulator
+beside CUDA on a GPU machine, a changed ``CUDA_VISIBLE_DEVICES``) is spawned as before.  Every child
+reports what it inherited (:data:`.preload.STATE`); if that is not what this process expects (a
+server started elsewhere, another ``graphsafe`` on its path), the child is discarded, the process
+stops using the server, and children are spawned.  ``GRAPHSAFE_FORKSERVER=0`` spawns every child.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import threading
+from multiprocessing import forkserver
+from typing import Any
+
+from ..devices import interpreter_for
+from .child import PRELOAD
+
+__all__ = ["context_for", "warm", "server_key", "mismatch", "stop_using", "not_used_because", "METHODS"]
+
+#: how a sandbox's children start: ``auto`` (from the fork server where it serves) or ``spawn``
+METHODS = ("auto", "spawn")
+
+#: environment variables that torch, triton or their native libraries read when they are imported
+_IMPORT_TIME = ("TORCH", "PYTORCH", "CUDA", "NVIDIA", "TRITON", "OMP_", "MKL_", "OPENBLAS", "KMP_", "GOMP", "LD_",
+                "HYPOTHESIS")
+#: set by :func:`_start` for the server itself (the interpreter is the key's first part)
+_SET_HERE = ("TRITON_INTERPRET", "PYTORCH_NVML_BASED_CUDA_CHECK")
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"key": None, "not_used": ""}
+
+
+def server_key(engine: str) -> tuple:
+    """What a server must have been started with to serve a child on ``engine``: the interpreter
+    or not, and the import-time environment variables as they are now."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_IMPORT_TIME) and k not in _SET_HERE))
+    return interpreter_for(engine), env
+
+
+def _available() -> bool:
+    return "forkserver" in mp.get_all_start_methods() and os.environ.get("GRAPHSAFE_FORKSERVER", "1") != "0"
+
+
+def context_for(engine: str, method: str = "auto") -> tuple[Any, str]:
+    """The ``multiprocessing`` context a child on ``engine`` starts from, and its name
+    (``"forkserver"`` or ``"spawn"``); starts the server on the first call."""
+    if method == "spawn" or not _available():
+        return mp.get_context("spawn"), "spawn"
+    key = server_key(engine)
+    with _lock:
+        if _state["key"] is None and not _state["not_used"]:
+            _start(key)
+        usable = _state["key"] == key and not _state["not_used"]
+    return (mp.get_context("forkserver"), "forkserver") if usable else (mp.get_context("spawn"), "spawn")
+
+
+def warm(engine: str) -> None:
+    """Start the server now for ``engine`` (it imports in the background), unless one runs already."""
+    if _available():
+        context_for(engine)
+
+
+def _start(key: tuple) -> None:
+    interpret = key[0]
+    mp.get_context("forkserver").set_forkserver_preload([PRELOAD])
+    server_env = {"TRITON_INTERPRET": "1" if interpret else "0", "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
+                  "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    saved = {k: os.environ.get(k) for k in server_env}
+    os.environ.update(server_env)  # the server is started with this process's environment, read here
+    try:
+        forkserver.ensure_running()  # returns at once: the server imports while this process goes on
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    _state["key"] = key
+
+
+def mismatch(inherited: dict | None, engine: str) -> str:
+    """Why a child forked from the server cannot be used for ``engine`` ('' when it can)."""
+    if not inherited:
+        return "the fork server running in this process did not preload graphsafe (it was started elsewhere)"
+    if inherited.get("interpret") != interpreter_for(engine):
+        return "the fork server was started for the other engine (Triton interpreter on or off)"
+    if inherited.get("cuda_initialized"):
+        return "the fork server initialised CUDA, which its children cannot use"
+    here = {name: getattr(sys.modules.get(name), "__file__", None) for name in inherited.get("files", {})}
+    if inherited.get("files") != here:
+        return f"the fork server imported other files than this process: {inherited.get('files')} against {here}"
+    return ""
+
+
+def stop_using(why: str) -> None:
+    """Spawn every later child of this process (the fork server cannot serve it)."""
+    with _lock:
+        _state["not_used"] = why
+
+
+def not_used_because() -> str:
+    """Why this process no longer uses the fork server ('' while it does)."""
+    return _state["not_used"]
