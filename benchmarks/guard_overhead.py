@@ -1,9 +1,10 @@
 """What graphsafe.guard costs a graph runner: replays per second unguarded, with the guard off, in
-``sample`` mode (1 check per ``--every`` replays) and in ``strict`` mode, per fixed reference backend;
+``sample`` mode (1 check per ``--every`` replays; through ``before_replay`` and through ``Guard.wrap``,
+"wrapped") and in ``strict`` mode, per fixed reference backend;
 and that the fixed backends pass strict guarding over ``--steps`` served steps.
 
 Per backend, examples/guarded_runner.py's runner captures every size (largest first) once, under
-three guards at once (off, sample, strict: guards nest, each gets the engine's recording).  Timing:
+four guards at once (off, sample, wrapped, strict: guards nest, each gets the engine's recording).  Timing:
 the largest graph after one prepare, ``--replays`` replays per mode in ``--rounds`` interleaved
 blocks, each block ``[guard.before_replay(key)]; graph.replay()`` in a loop, synchronised before
 and after; per-replay time is the median over blocks.  Also timed alone: one strict check and one
@@ -38,7 +39,7 @@ import graphsafe  # noqa: E402
 from graphsafe import reference  # noqa: E402
 from guarded_runner import GraphRunner, draw_batch  # noqa: E402
 
-MODES = ("unguarded", "off", "sample", "strict")
+MODES = ("unguarded", "off", "sample", "wrapped", "strict")  # wrapped: sample through Guard.wrap
 
 
 def _per_call(fn, n: int, sync) -> float:
@@ -69,7 +70,8 @@ def measure(name: str, engine: str, replays: int, steps: int, every: int, rounds
     runner = GraphRunner(reference.resolve(name), engine=engine, guard_options=dict(mode="strict"))
     sample = graphsafe.guard.Guard(runner.backend, mode="sample", every=every)
     off = graphsafe.guard.Guard(runner.backend, mode="off")
-    runner.capture(sample, off)
+    wrapped = graphsafe.guard.Guard(runner.backend, mode="sample", every=every)
+    runner.capture(sample, off, wrapped)
     strict = runner.guard
     sync = runner.engine.synchronize
     key = max(runner.graphs)
@@ -77,7 +79,8 @@ def measure(name: str, engine: str, replays: int, steps: int, every: int, rounds
     with torch.no_grad():
         runner.backend.prepare(draw_batch(random.Random(0), runner.spec, runner.backend.support, seed=1).padded(key))
         guarded = {"unguarded": _loop_body(None, key, replay),
-                   **{m: _loop_body(g, key, replay) for m, g in (("off", off), ("sample", sample), ("strict", strict))}}
+                   **{m: _loop_body(g, key, replay) for m, g in (("off", off), ("sample", sample), ("strict", strict))},
+                   "wrapped": wrapped.wrap(replay, key)}
         for fn in guarded.values():  # warm every path once
             fn()
         per_block = max(1, replays // rounds)
@@ -134,12 +137,12 @@ def main() -> None:
         rows.append(measure(name, eng.name, a.replays, a.steps, a.every, a.rounds))
         print({k: v for k, v in rows[-1].items() if k != "findings"}, flush=True)
         _util.write(f"guard-overhead-{eng.name}", {**meta, "rows": rows}, a.out)
-    print(f"\n| variant | unguarded us/replay | off | sample 1/{a.every} (est.) | strict (est.) | strict check us | "
-          f"served steps (findings) |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"\n| variant | unguarded us/replay | off | sample 1/{a.every} (est.) | wrapped 1/{a.every} | strict (est.) "
+          f"| strict check us | served steps (findings) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['variant']} | {r['unguarded_us_per_replay']} | {r['off_overhead_pct']:+}% | "
-              f"{r['sample_overhead_pct']:+}% ({r['estimated_sample_overhead_pct']}%) | "
+              f"{r['sample_overhead_pct']:+}% ({r['estimated_sample_overhead_pct']}%) | {r['wrapped_overhead_pct']:+}% | "
               f"{r['strict_overhead_pct']:+}% ({r['estimated_strict_overhead_pct']}%) | {r['strict_check_us']} | "
               f"{r['serve_steps']} ({r['serve_findings']}) |")
     if any(r["serve_findings"] for r in rows):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..contract import CaptureSpec, Support
-from ..errors import UsageError
+from ..errors import ContractError, UsageError
 from ..findings import CheckResult, Finding, FindingKind
 from .api import run_check
 from .options import CheckOptions
@@ -157,10 +157,25 @@ def audit(target: Any, options: CheckOptions = CheckOptions(), *, capture: tuple
     for kind in batch_kinds(options.spec_for(cls)):
         for policy in capture:
             cell = options.replace(spec=kind.spec, support=kind.level, capture=policy, database=False)
-            out.cells.append(Cell(kind.name, kind.level, policy, run_one(cell)))
+            try:
+                result = run_one(cell)
+            except ContractError as e:
+                if kind.level <= declared:
+                    raise  # batches the target says it serves: a real contract error
+                result = _cannot_serve(name, cell, kind, e)
+            out.cells.append(Cell(kind.name, kind.level, policy, result))
     out.findings = _verdict(out, name, getattr(cls, "__qualname__", name))
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _cannot_serve(name: str, cell: CheckOptions, kind: BatchKind, error: ContractError) -> CheckResult:
+    """A cell above the declared level whose batches the target cannot even run (its contract breaks,
+    e.g. ``live()`` assumes one query token): that level is not safe."""
+    finding = Finding(kind=FindingKind.TARGET_ERROR, target=name,
+                      message=f"cannot run {kind.name} batches (above its declared level): {error}")
+    return CheckResult(target=name, engine=str(cell.engine), spec=kind.spec, probes=(), support=kind.level.name,
+                       findings=[finding])
 
 
 def _verdict(out: AuditResult, name: str, qualname: str) -> list[Finding]:

@@ -59,6 +59,13 @@ def test_the_audit_names_the_highest_safe_level(cls, safe):
     assert result.ok == (cls.support <= safe)
 
 
+def test_batches_a_target_cannot_run_above_its_declared_level_are_unsafe_not_errors():
+    result = run(L.DecodeOnlyRows, "emulate", examples=4)
+    assert result.safe == graphsafe.Support.UNIFORM_SINGLE_TOKEN_DECODE and result.ok, result.summary()
+    above = [c for c in result.cells if c.level > graphsafe.Support.UNIFORM_SINGLE_TOKEN_DECODE]
+    assert above and all(c.first.kind == FindingKind.TARGET_ERROR and "cannot run" in c.first.message for c in above)
+
+
 def test_a_target_safe_only_under_one_capture_policy_is_named_for_each():
     result = run(L.SafeOnlyUnderWorstCase, "emulate", examples=8)
     assert result.safe_for("worst") == graphsafe.Support.ALWAYS

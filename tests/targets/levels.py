@@ -86,3 +86,20 @@ class SafeOnlyUnderWorstCase(Levelled):
     def forward(self):
         torch.mul(self.x, self.lens[:, None].clamp(max=self.cap), out=self.out)
         return self.out
+
+
+class DecodeOnlyRows(Levelled):
+    """Declares single-token decode and writes one output row per request (as a decode-only kernel
+    may); with longer queries the output has fewer rows than the batch has tokens, so batches above
+    its level break the contract (``live()``'s rows), not the graph."""
+
+    support = graphsafe.Support.UNIFORM_SINGLE_TOKEN_DECODE
+
+    def setup(self, spec, device):
+        super().setup(spec, device)
+        self.req_out = torch.zeros(spec.max_reqs, 4, device=device)
+
+    def forward(self):
+        n = self.req_out.shape[0]
+        torch.mul(self.x[:n], self.lens[:n, None], out=self.req_out)
+        return self.req_out

@@ -29,7 +29,7 @@ from ._common import D, H, SCALE, PagedTarget, padded_table, write_rows  # noqa:
 SPEC = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=16, block_size=4)
 MAX_SPLITS = 4
 MIN_SPLIT_LEN = 4
-NEG = -1e30  # "no key yet": finite, so empty splits merge without inf - inf
+NEG = tl.constexpr(-1e30)  # "no key yet": finite, so empty splits merge without inf - inf
 
 
 def split_plan(max_seq_len: int) -> tuple[int, int]:

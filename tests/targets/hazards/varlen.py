@@ -26,7 +26,7 @@ from graphsafe import Batch, CaptureSpec, Support  # noqa: E402
 from ._common import D, H, SCALE, PagedTarget, padded_table, token_rows, write_rows  # noqa: E402
 
 SPEC = CaptureSpec(max_reqs=4, max_query_len=2, max_seq_len=16, block_size=8)
-NEG = -1e30
+NEG = tl.constexpr(-1e30)
 
 
 @triton.jit

@@ -332,3 +332,19 @@ def test_guard_error_is_a_picklable_graphsafe_error_with_exit_code_1():
     again = pickle.loads(pickle.dumps(e.value))
     assert isinstance(again, GuardError) and again.finding.kind == FindingKind.STALE_POINTER
     assert graphsafe.errors.exit_code(again) == 1
+
+
+def test_a_wrapped_replay_in_sample_mode_checks_the_first_replay_then_every_nth():
+    o, guard = guarded_buffer()
+    guard = Guard(o, mode="sample", every=3)
+    with guard.capture(key=1):
+        o.buf.mul_(2)
+    calls = []
+    replay = guard.wrap(lambda: calls.append(1), key=1)
+    for _ in range(7):
+        replay()
+    assert len(calls) == 7 and guard.stats()[1]["checks"] == 3  # replays 1, 4 and 7
+    o.buf = torch.zeros(8, device=DEV)  # rebound: the next checked replay (10) raises, 8 and 9 do not
+    replay(), replay()
+    with pytest.raises(GuardError):
+        replay()
