@@ -110,17 +110,22 @@ def main() -> None:
     a = ap.parse_args()
     data = run(a)
     _util.write(f"detection-{data['engine']}", data, a.out)
+    print("\n".join(table(data)))
+
+
+def table(data: dict) -> list[str]:
+    """The summary line and the per-target table (expected kinds, kinds found, recall, precision)."""
     s = data["summary"]
-    print(f"\nrecall {s['recall']}/{s['buggy']}  precision {s['precision']}/{s['buggy']}  "
-          f"false positives {s['false_positives']}/{s['safe']}  capture-dependent: {s['capture_dependent_rates']}")
-    print("\n| target | expected | found | recall | precision |")
-    print("|---|---|---|---|---|")
+    lines = [f"recall {s['recall']}/{s['buggy']}, precision {s['precision']}/{s['buggy']}, false positives "
+             f"{s['false_positives']}/{s['safe']}, capture-dependent hazards found in {s['capture_dependent_rates']}",
+             "", "| target | expected | found | recall | precision |", "|---|---|---|---|---|"]
     for r in data["rows"]:
         found = ", ".join(r["kinds"]) or "none"
         if r["expected"]:
-            print(f"| {r['target']} | {', '.join(r['expected'])} | {found} | {r['recall']:.2f} | {r['precision']:.2f} |")
+            lines.append(f"| {r['target']} | {', '.join(r['expected'])} | {found} | {r['recall']:.2f} | {r['precision']:.2f} |")
         else:
-            print(f"| {r['target']} | none | {found} | - | - |")
+            lines.append(f"| {r['target']} | none | {found} | - | - |")
+    return lines
 
 
 if __name__ == "__main__":

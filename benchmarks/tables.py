@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import state_size
+from detection import table as detection_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -27,15 +28,24 @@ def cell(row):
     return f"{found} ({row['examples']} examples)"
 
 
+def detection(name: str, d: dict) -> None:
+    m = d["machine"]
+    print(f"\n{name} ({m['gpu'] or 'CPU'}, suite {d.get('suite', 'reference')}, {d['seeds']} seeds, "
+          f"{d['examples']} examples per check)\n")
+    print("\n".join(detection_table(d)))
+
+
 def main() -> None:
-    cpu, gpu = load("detection-emulate-cpu.json"), load("detection-cuda-gpu.json")
-    by = lambda d: {r["variant"]: r for r in d["rows"]} if d else {}
-    c, g = by(cpu), by(gpu)
-    print("| variant | expected | emulate (CPU) | cuda (GPU) |")
-    print("|---|---|---|---|")
-    for v in c or g:
-        exp = (c.get(v) or g.get(v))["expected"] or "none"
-        print(f"| {v} | {exp} | {cell(c.get(v))} | {cell(g.get(v))} |")
+    for name in ("detection-cuda-gpu.json", "detection-emulate-cpu.json"):
+        d = load(name)
+        if d and "summary" in d:
+            detection(name, d)
+        elif d:  # the previous release's format: median examples to the first finding
+            print(f"\n{name} (previous release, {d['machine']['gpu'] or 'CPU'})\n")
+            print("| variant | expected | found |")
+            print("|---|---|---|")
+            for r in d["rows"]:
+                print(f"| {r['variant']} | {r['expected'] or 'none'} | {cell(r)} |")
     for name in ("throughput-cuda-gpu.json", "throughput-emulate-cpu.json"):
         d = load(name)
         if d:
@@ -45,16 +55,17 @@ def main() -> None:
             for r in d["rows"]:
                 print(f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} "
                       f"| {r.get('default_steps_per_s', '-')} | {r.get('default_ratio', '-')} |")
-    for name in ("scaling-gpu.json", "scaling-noisolate-gpu.json", "scaling-cpu.json"):
+    for name in ("scaling-1gpu-gpu.json", "scaling-2gpu-gpu.json", "scaling-2gpu-50ex-gpu.json", "scaling-cpu.json"):
         d = load(name)
         if d:
             extra = f" {d['pytest_args']}" if d.get("pytest_args") else ""
             print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, --graphsafe {' '.join(d['targets'])}{extra}, "
                   f"{d['examples']} examples per item)\n")
-            print("| workers | wall s | speed-up | outcome |")
-            print("|---|---|---|---|")
+            print("| workers | wall s | speed-up | busy s per worker | outcome |")
+            print("|---|---|---|---|---|")
             for r in d["rows"]:
-                print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {r['summary']} |")
+                busy = ", ".join(f"{w['busy_s']}" for w in r.get("per_worker", {}).values())
+                print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {busy} | {r['summary']} |")
 
     d = load("gpu-sharing-gpu.json")
     if d:

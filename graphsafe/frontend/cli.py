@@ -42,6 +42,7 @@ from ..check.audit import AUDIT_CAPTURE
 from ..engines import ENGINES
 from ..errors import (
     EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, GraphsafeError, TargetFailure, TargetTimeout, UsageError, exit_code,
+    internal,
 )
 from ..findings import CheckResult
 from ..probes import PROBES
@@ -133,10 +134,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         return _usage(str(e))
     except BaseException as e:
-        if not _interrupted(e):
+        if _interrupted(e):
+            print("graphsafe: interrupted", file=sys.stderr)
+            return 130
+        if not isinstance(e, Exception):
             raise
-        print("graphsafe: interrupted", file=sys.stderr)
-        return 130
+        err = e if isinstance(e, GraphsafeError) else internal(e)
+        print(getattr(err, "traceback", "") or "".join(traceback.format_exception(type(e), e, e.__traceback__)),
+              file=sys.stderr)
+        print(f"graphsafe: error: {o.one_line(err)}", file=sys.stderr)
+        return exit_code(err)
 
 
 def _interrupted(e: BaseException) -> bool:
@@ -230,7 +237,10 @@ def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, 
             try:
                 with console.ProgressBar(name) as bar:
                     result = run(classes[name], check, run_opts, label=name, progress=bar.update)
-            except GraphsafeError as e:
+            except Exception as e:  # noqa: BLE001 - one target's error never ends the run
+                if _interrupted(e):
+                    raise
+                e = e if isinstance(e, GraphsafeError) else internal(e)  # graphsafe's own bug: exit 4
                 status = max(status, exit_code(e))
                 rows.append((name, console.failed_cells(e, columns)))
                 mark = rows[-1][1][console.OTHER]

@@ -116,6 +116,23 @@ def test_exit_4_with_a_traceback_for_graphsafes_own_error(mod, capsys, monkeypat
     assert "Traceback (most recent call last)" in capsys.readouterr().err
 
 
+def test_an_unexpected_exception_in_graphsafe_without_isolation_is_exit_4_and_the_run_goes_on(mod, capsys, monkeypatch):
+    from graphsafe.frontend import cli as cli_module
+
+    real = cli_module.run
+
+    def broken_once(target, *args, **kwargs):
+        if kwargs.get("label") == "firsthour:Safe":
+            raise KeyError("x")  # not a graphsafe error: a bug in graphsafe
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(cli_module, "run", broken_once)
+    assert main(["check", "firsthour:Safe", "firsthour:RaisesInSetup", *FAST]) == 4
+    captured = capsys.readouterr()
+    assert "graphsafe failed: KeyError" in captured.err and "Traceback (most recent call last)" in captured.err
+    assert "[2/2]" in captured.err  # the next target still ran
+
+
 def test_a_report_folder_that_is_a_file_fails_before_any_check(mod, capsys):
     (mod / "reports").write_text("not a directory")
     t0 = time.monotonic()
@@ -211,9 +228,9 @@ def test_capture_spec_rejects_duplicate_sizes_and_says_what_num_blocks_takes():
 def test_make_takes_pytorchs_cpu_wheels_without_a_gpu(tmp_path, gpu):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    if gpu:
-        (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
-        (bin_dir / "nvidia-smi").chmod(0o755)
+    # a stand-in nvidia-smi first on the path: answering (a GPU) or failing (none, also on a GPU host)
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\nexit {0 if gpu else 9}\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
     path = os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"])
     proc = subprocess.run(["make", "-s", "-C", str(REPO), "torch", "PIP=echo pip"], capture_output=True, text=True,
                           env={**os.environ, "PATH": path}, timeout=60)
