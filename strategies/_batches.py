@@ -13,7 +13,7 @@ from graphsafe.contract import Batch, CaptureSpec, Support
 from ._lengths import normalize_chunks, seq_len_strategy
 from ._tables import _draw_block_table
 from ._validate import (
-    MAX_SEED, MaybeStrategy, _check_count, _check_plain_slots, _check_query_lens, _check_seed, _check_seq_lens,
+    MAX_SEED, MaybeStrategy, _check_count, _check_given, _check_plain_slots, _check_query_lens, _check_seq_lens,
     _check_spec, _check_support, _get, _ints, _is_strategy,
 )
 
@@ -303,12 +303,7 @@ def batches(
         def test_decode(batch):
             assert set(batch.query_lens) == {1}
     """
-    if not _is_strategy(support):
-        _check_support(support)
-    if seed is not None and not _is_strategy(seed):
-        _check_seed(seed)
-    if not _is_strategy(spec):
-        _check_spec(spec)
+    if _check_given(spec, support, seed):
         _check_plain_slots(spec, num_reqs, num_slots)
 
     @st.composite
@@ -355,12 +350,7 @@ def capture_batches(
         cap = capture_batches(spec, support=Support.UNIFORM_BATCH, num_slots=4)
         # draws e.g. Batch(q=[2, 2], seq=[17, 64], num_slots=4, seed=5)
     """
-    if not _is_strategy(support):
-        _check_support(support)
-    if seed is not None and not _is_strategy(seed):
-        _check_seed(seed)
-    if not _is_strategy(spec):
-        _check_spec(spec)
+    if _check_given(spec, support, seed):
         if not _is_strategy(num_slots):
             _check_count("num_slots", num_slots, 1, spec.max_reqs, " (spec.max_reqs)")
 

@@ -67,6 +67,19 @@ def _check_seed(seed: Any) -> int:
     return seed
 
 
+def _check_given(spec: Any, support: Any, seed: Any) -> bool:
+    """Validate whichever of ``spec``, ``support`` and ``seed`` are plain values (strategies are
+    validated when drawn); True when ``spec`` is a plain value."""
+    if not _is_strategy(support):
+        _check_support(support)
+    if seed is not None and not _is_strategy(seed):
+        _check_seed(seed)
+    if _is_strategy(spec):
+        return False
+    _check_spec(spec)
+    return True
+
+
 @functools.lru_cache(maxsize=1024)
 def _seeds_avoiding(avoid: int | None) -> SearchStrategy[int]:
     """Seeds in ``[0, 2**31 - 1]`` except ``avoid``; shrinks to 0 (to 1 when 0 is avoided)."""
