@@ -13,7 +13,7 @@ from graphsafe.contract import Batch, CaptureSpec, Support
 from ._lengths import normalize_chunks, seq_len_strategy
 from ._tables import _draw_block_table
 from ._validate import (
-    MAX_SEED, MaybeStrategy, _check_count, _check_given, _check_plain_slots, _check_query_lens, _check_seq_lens,
+    MAX_SEED, MaybeStrategy, _check_count, _check_given, _check_plain_slots, _check_query_lens, _check_seed, _check_seq_lens,
     _check_spec, _check_support, _get, _ints, _is_strategy,
 )
 
