@@ -5,14 +5,18 @@ fault, or only an output when that is all a probe could see.  Findings of one ca
 finding of the most specific kind its evidence proves; the others' messages stay with it as
 supporting evidence (``details["evidence"]``).  Findings that name only an output (a symptom: an
 unwritten output, an unexplained difference) join a finding that names a cause, when there is one.
-Two findings in a result therefore mean two causes.
+Two findings in a result therefore mean two causes.  A cause is one place in the code: paths that
+differ only in a container index (``self.meta[1].kv`` and ``self.meta[4].kv``, one graph's metadata
+and another's) name the same cause.
 """
 
 from __future__ import annotations
 
+import re
+
 from ..findings import Finding, FindingKind
 
-__all__ = ["group_by_cause", "PRECEDENCE"]
+__all__ = ["group_by_cause", "cause_key", "PRECEDENCE"]
 
 #: most specific first: the kind a group of findings of one cause reports
 PRECEDENCE = (
@@ -28,6 +32,14 @@ PRECEDENCE = (
     FindingKind.REPLAY_MISMATCH,
 )
 _SYMPTOMS = {FindingKind.OUTPUT_NOT_WRITTEN, FindingKind.REPLAY_MISMATCH}
+
+
+_INDEX = re.compile(r"\[[^\[\]]*\]")
+
+
+def cause_key(cause: str) -> str:
+    """The code site a cause names: container indices dropped (``buffer:self.meta[4].kv`` -> ``buffer:self.meta[].kv``)."""
+    return _INDEX.sub("[]", cause)
 
 
 def _rank(f: Finding) -> int:
@@ -61,7 +73,7 @@ def group_by_cause(findings: list[Finding]) -> list[Finding]:
         if f.kind in _SYMPTOMS:
             symptoms.append(f)
         else:
-            causes.setdefault(f.cause, []).append(f)
+            causes.setdefault(cause_key(f.cause), []).append(f)
     if causes:  # a symptom joins the cause it most likely shows: the most specific one
         first = min(causes, key=lambda c: min(_rank(f) for f in causes[c]))
         causes[first].extend(symptoms)

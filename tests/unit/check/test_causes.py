@@ -46,3 +46,10 @@ def test_info_findings_are_not_merged_into_errors():
 def test_a_finding_without_a_named_cause_is_its_own_by_kind_and_where():
     f = Finding(kind=FindingKind.REPLAY_MISMATCH, message="m", where="output[1]")
     assert f.cause == "replay-mismatch:output[1]"
+
+
+def test_one_buffer_path_in_several_graphs_entries_is_one_cause():
+    size_1 = finding(FindingKind.STALE_POINTER, "self.meta[1].kv", "buffer:self.meta[1].kv")
+    size_4 = finding(FindingKind.STALE_POINTER, "self.meta[4].kv", "buffer:self.meta[4].kv", examples=5)
+    [one] = group_by_cause([size_4, size_1])
+    assert one.where == "self.meta[1].kv" and one.details["evidence"][0]["where"] == "self.meta[4].kv"
