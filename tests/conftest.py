@@ -7,6 +7,8 @@ from graphsafe.engines.triton_env import use_interpreter
 # Must run before any @triton.jit kernel (tests/synthetic.py, graphsafe.reference) is defined.
 use_interpreter()
 
+import os  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -15,6 +17,14 @@ pytest_plugins = ["pytester"]
 HAS_CUDA = torch.cuda.is_available()
 ENGINES = ["emulate"] + (["cuda"] if HAS_CUDA else [])
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs an NVIDIA GPU (CUDA not available on this machine)")
+
+
+@pytest.fixture(autouse=True)
+def _triton_interpreter_setting_restored(monkeypatch):
+    """Every test leaves TRITON_INTERPRET as it found it: a test that runs the emulator in this process
+    switches it on, and on a GPU machine it must not leak into later tests or their subprocesses (a
+    CUDA check under the interpreter copies device memory to the host, a synchronising capture)."""
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
 
 
 def pytest_generate_tests(metafunc):
