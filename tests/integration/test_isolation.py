@@ -308,7 +308,9 @@ def test_interrupted_run_leaves_no_partial_report(tmp_path, how):
            "--steps", "3", "--capture-sizes", "2", "--report-dir", str(reports)]
     if how.endswith("isolated"):
         cmd.append("--isolate")
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the child starts with Ctrl-C's default action, as from a terminal (not this worker's disposition)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not _reports_whole(reports) and proc.poll() is None and time.monotonic() < deadline:
