@@ -83,6 +83,7 @@ class StepContext:
     seed: int
     comparator: Comparator
     region: torch.Tensor | None = None  # blocks this example can touch in paged caches (Comparator.region)
+    replayed: list[torch.Tensor] | None = None  # live rows of this step's replay, when a step probe ran it
     graph_live: list[torch.Tensor] = field(default_factory=list)
     eager_live: list[torch.Tensor] = field(default_factory=list)
     graph_static: dict[str, torch.Tensor] = field(default_factory=dict)

@@ -134,7 +134,7 @@ class ExampleRunner:
             # Wait for the replay here, although the clones and the eager run would queue behind it: a
             # device fault (an illegal address, a trap) then surfaces in the replay, not in the target's
             # eager prepare() where it would pass for the target's own error.
-            live_g = ctx.replay_live()
+            live_g = ctx.replayed if ctx.replayed is not None else ctx.replay_live()
 
             call_target("prepare(batch) [eager]", eager.prepare, batch)
             out_e = call_target("forward() [eager]", eager.forward)

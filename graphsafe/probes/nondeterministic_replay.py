@@ -1,9 +1,11 @@
 """nondeterministic-replay: two replays of the same prepared batch differ.
 
 Stage ``step``, on the first step of every example (enough to see a race without doubling every
-step): the graph replays the prepared batch twice, static state restored before each replay and
-after, and the live outputs must be bitwise equal.  The restore copies back only what a replay can
-change (:class:`~graphsafe.capture.statics.SavedStatics`): a large KV cache costs its example's blocks.
+step): the graph replays the prepared batch twice, static state restored between the replays, and
+the live outputs must be bitwise equal.  The second replay is the step's own (``ctx.replayed``): the
+step compares it with eager instead of replaying a third time.  The restore copies back only what a
+replay can change (:class:`~graphsafe.capture.statics.SavedStatics`): a large KV cache costs its
+example's blocks.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def run(ctx: StepContext) -> Finding | None:
     first = ctx.replay_live()
     saved.restore()
     second = ctx.replay_live()
-    saved.restore()
+    ctx.replayed = second
     mism = ctx.comparator.outputs(first, second, ctx.batch, bitwise=True)
     if not mism:
         return None

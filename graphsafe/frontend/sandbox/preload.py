@@ -5,11 +5,12 @@ Imported by the ``forkserver`` process that :mod:`.server` starts (``set_forkser
 ``PYTORCH_NVML_BASED_CUDA_CHECK=1``, so that nothing here reaches the CUDA driver.  It imports
 torch, torch._dynamo (seconds; graphsafe's recorder pulls it in on its first operation),
 hypothesis, graphsafe (its package is imported before this module) and the sandbox child's code, and records in :data:`STATE` what its children
-inherit; each child reports that state when it is ready.
+inherit; each child reports that state when it is ready.  Then it freezes what it imported (``gc.freeze``).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -37,3 +38,7 @@ STATE = {
     "python_threads": threading.active_count(),
     "files": {name: getattr(sys.modules.get(name), "__file__", None) for name in ("torch", "hypothesis", "graphsafe")},
 }
+
+# What was imported here stays for the children's lifetime: their collections skip it (a full
+# collection walks about 300k objects after these imports), and their pages stay shared.
+gc.freeze()
