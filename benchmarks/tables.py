@@ -46,7 +46,7 @@ def main() -> None:
             print("|---|---|---|")
             for r in d["rows"]:
                 print(f"| {r['variant']} | {r['expected'] or 'none'} | {cell(r)} |")
-    for name in ("throughput-cuda-gpu.json", "throughput-emulate-cpu.json"):
+    for name in ("throughput-cuda-gpu.json", "throughput-cuda-gpu-2.json", "throughput-emulate-cpu.json"):
         d = load(name)
         if d:
             print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, {d['examples']} examples of up to {d['steps']} steps)\n")
@@ -66,6 +66,16 @@ def main() -> None:
             for r in d["rows"]:
                 busy = ", ".join(f"{w['busy_s']}" for w in r.get("per_worker", {}).values())
                 print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {busy} | {r['summary']} |")
+
+    d = load("suite-timeline-cuda-gpu.json")
+    if d:
+        print(f"\nsuite-timeline-cuda-gpu.json ({d['machine']['gpu']}, pytest -n {d['workers']} --graphsafe all, "
+              f"{d['examples']} examples per item; seconds)\n")
+        print("| code | wall | controller | workers | to first item | items | end | sum of items |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in d["rows"]:
+            print(f"| {r['code']} | {r['wall_s']} | {r['controller_s']} | {r['workers_s']} | {r['first_item_s']} "
+                  f"| {r['items_s']} | {r['end_s']} | {r['items_sum_s']} |")
 
     d = load("gpu-sharing-gpu.json")
     if d:
