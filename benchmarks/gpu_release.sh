@@ -3,10 +3,10 @@
 #   bash benchmarks/gpu_release.sh PART OUTDIR
 # PART: tests (the test suite on this machine, the reference suite on cuda, guard overhead), bench (throughput, state size),
 #       audit (graphsafe audit all, detection), scale1 (scaling on this host's GPUs: -n 1 and -n 2),
-#       scale (scaling -n 1 and -n <GPU count>), timeline (where a -n 1 run's wall time goes, 3 runs).
+#       scale (scaling -n 1 and -n <GPU count>), timeline (where a -n 1 run's wall time goes, 2 runs).
 # Each step's log and its wall time go to OUTDIR; result JSONs too (copy them to benchmarks/results/).
 set -u
-part=$1; out=${2:-/tmp/gpu-release}
+part=${1:?usage: bash benchmarks/gpu_release.sh tests|bench|audit|scale1|scale|timeline [OUTDIR]}; out=${2:-/tmp/gpu-release}
 mkdir -p "$out"
 export GRAPHSAFE_DB=/tmp/graphsafe-db PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
@@ -41,6 +41,6 @@ case $part in
     step scaling 560 $py benchmarks/scaling.py --workers 1 "$n" --engine cuda --name "scaling-${n}gpu" \
       --out "$out" ;;
   timeline)
-    step timeline 500 $py benchmarks/suite_timeline.py --workers 1 --examples 10 --runs 3 --engine cuda --out "$out" ;;
+    step timeline 500 $py benchmarks/suite_timeline.py --workers 1 --examples 10 --runs 2 --engine cuda --out "$out" ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -78,7 +78,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--engine", default="auto")
     ap.add_argument("--parse", nargs="*", metavar="FILE", help="timelines written earlier (no run)")
-    ap.add_argument("--name", default="suite-timeline")
+    ap.add_argument("--name", default=None, help="results file name (default suite-timeline-<engine>)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     rows = []
@@ -92,7 +92,8 @@ def main() -> None:
     for row in rows:
         print(row, flush=True)
     if not a.parse or a.out:
-        _util.write(a.name, {"workers": a.workers, "examples": a.examples, "rows": rows}, a.out)
+        _util.write(a.name or f"suite-timeline-{a.engine}",
+                    {"workers": a.workers, "examples": a.examples, "engine": a.engine, "rows": rows}, a.out)
 
 
 if __name__ == "__main__":

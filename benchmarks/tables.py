@@ -74,7 +74,7 @@ def main() -> None:
         print("| code | wall | controller | workers | to first item | items | end | sum of items |")
         print("|---|---|---|---|---|---|---|---|")
         for r in d["rows"]:
-            print(f"| {r['code']} | {r['wall_s']} | {r['controller_s']} | {r['workers_s']} | {r['first_item_s']} "
+            print(f"| {r.get('code', r.get('run'))} | {r['wall_s']} | {r['controller_s']} | {r['workers_s']} | {r['first_item_s']} "
                   f"| {r['items_s']} | {r['end_s']} | {r['items_sum_s']} |")
 
     d = load("gpu-sharing-gpu.json")

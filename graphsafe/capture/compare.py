@@ -316,8 +316,10 @@ class Comparator:
         return out
 
     def statics(self, static_a: dict[str, torch.Tensor], static_b: dict[str, torch.Tensor], batch: Batch) -> list[Mismatch]:
-        """Whole static tensors (in pieces), as at the end of an example whose steps compared regions."""
-        return self._compare(self._static_pairs(static_a, static_b, batch, None))
+        """Whole paged caches (in pieces), at the end of an example whose steps compared only their regions;
+        every other static tensor was compared whole at each step."""
+        pairs = self._static_pairs(static_a, static_b, batch, None)
+        return self._compare([p for p in pairs if self.paged(p[1])])
 
     def _static_pairs(self, static_a: dict[str, torch.Tensor], static_b: dict[str, torch.Tensor], batch: Batch,
                       region: torch.Tensor | None) -> list[tuple]:

@@ -183,16 +183,17 @@ def _collect_only_new_objects():
     each other).  A full collection walks every object of the process: after importing torch,
     dynamo and triton that took 0.16 s (300k objects, 2-core CPU), paid once per phase.  What existed
     before the check is frozen meanwhile (``gc.freeze``; refcounting still frees it) and goes back
-    to the oldest generation afterwards, unless something was frozen before (a sandbox child, whose
-    fork server froze its imports): then it stays frozen.
+    to the oldest generation afterwards.  Where something is frozen already (a sandbox child, whose fork
+    server froze its imports) nothing more is frozen: the child serves check after check.
     """
-    frozen_before = gc.get_freeze_count()
+    if gc.get_freeze_count():  # frozen already (a sandbox child): freezing more would pin each check's leftovers
+        yield
+        return
     gc.freeze()
     try:
         yield
     finally:
-        if not frozen_before:
-            gc.unfreeze()
+        gc.unfreeze()
 
 
 def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dict, t0: float) -> list[Finding]:

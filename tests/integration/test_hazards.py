@@ -55,6 +55,6 @@ def test_a_frozen_value_found_under_a_minimal_capture_says_which_capture_breaks(
     assert {f.details["capture_policy"] for f in result.errors} <= {"minimal", "drawn"}
 
 
-def test_a_frozen_split_count_that_only_changes_rounding_is_info():
+def test_a_frozen_split_count_that_only_changes_rounding_is_not_an_error():
     result = check(H.split_kv.SplitCountFromBatchDeviceLen, "emulate", examples=12)
     assert result.ok, result.summary()

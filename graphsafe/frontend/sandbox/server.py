@@ -33,7 +33,7 @@ from typing import Any
 from ..devices import interpreter_for
 from .child import PRELOAD
 
-__all__ = ["context_for", "warm", "server_key", "mismatch", "stop_using", "not_used_because", "METHODS"]
+__all__ = ["context_for", "warm", "server_key", "mismatch", "stop_using", "METHODS"]
 
 #: how a sandbox's children start: ``auto`` (from the fork server where it serves) or ``spawn``
 METHODS = ("auto", "spawn")
@@ -114,8 +114,3 @@ def stop_using(why: str) -> None:
     """Spawn every later child of this process (the fork server cannot serve it)."""
     with _lock:
         _state["not_used"] = why
-
-
-def not_used_because() -> str:
-    """Why this process no longer uses the fork server ('' while it does)."""
-    return _state["not_used"]
