@@ -27,7 +27,7 @@ import strategies as gs
 from graphsafe import reference
 from graphsafe.capture.policies import capture_query_len
 from graphsafe.capture.statics import randomise_static, static_dict
-from graphsafe.check import resolve_target
+from graphsafe.checker import resolve_target
 from graphsafe.contract import CAPTURE_SEED
 from graphsafe.engines import get_engine
 from graphsafe.engines.base import as_outputs

@@ -11,7 +11,7 @@ Public API::
     guard = graphsafe.guard.Guard(owner=builder, mode="sample", every=100)
 
 The layers under it, each importing only the ones below: ``frontend`` (command line, pytest
-plugin, the runner) -> ``guard`` (the runtime guard) -> ``reports`` -> ``check`` (options, plans,
+plugin, the runner) -> ``guard`` (the runtime guard) -> ``reports`` -> ``checker`` (options, plans,
 the step loop, the audit) -> ``probes`` -> ``capture`` (capture session, ledger, comparison,
 capture policies) -> ``engines`` (CUDA graphs, the CPU emulator, the recorder) -> the base modules
 ``contract``, ``findings``, ``errors`` and ``values``.
@@ -20,7 +20,7 @@ capture policies) -> ``engines`` (CUDA graphs, the CPU emulator, the recorder) -
 from . import guard
 from ._version import __version__
 from .capture.compare import Tolerance
-from .check import AuditResult, CheckOptions, reproduce
+from .checker import AuditResult, CheckOptions, reproduce
 from .contract import Batch, CaptureSpec, Support, Target, capturing
 from .errors import (
     CaptureError, ContextBroken, ContractError, GraphsafeError, GuardError, InternalError, SpecError, TargetCrashed,

@@ -37,8 +37,8 @@ from typing import Any, Sequence
 
 from .._version import __version__
 from ..capture.policies import POLICIES
-from ..check import CheckOptions, lookup, names, resolve_target, validate_target
-from ..check.audit import AUDIT_CAPTURE
+from ..checker import CheckOptions, lookup, names, resolve_target, validate_target
+from ..checker.audit import AUDIT_CAPTURE
 from ..engines import ENGINES
 from ..errors import (
     EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, GraphsafeError, TargetFailure, TargetTimeout, UsageError, exit_code,

@@ -7,8 +7,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..check import CheckOptions, Progress
-from ..check.audit import AuditResult
+from ..checker import CheckOptions, Progress
+from ..checker.audit import AuditResult
 from ..errors import GraphsafeError, TargetFailure, TargetTimeout
 from ..findings import CheckResult
 

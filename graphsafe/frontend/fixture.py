@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ..check import CheckOptions
+from ..checker import CheckOptions
 from ..errors import ContractError, GraphsafeError, TargetFailure, UsageError
 from ..findings import CheckResult
 from . import options as o
@@ -87,7 +87,7 @@ class GraphsafeFixture:
 
     ``check(target, **kwargs)`` runs a check with the run's defaults (engine, examples, steps,
     report dir, profile), overridden by the test's ``@pytest.mark.graphsafe(...)`` keywords and then
-    by ``kwargs`` (any :class:`~graphsafe.check.CheckOptions` field, plus ``isolate``, ``timeout``,
+    by ``kwargs`` (any :class:`~graphsafe.checker.CheckOptions` field, plus ``isolate``, ``timeout``,
     ``report_dir`` and ``profile``).  It fails the test with the findings (no traceback) when the
     result is not ok and returns the :class:`graphsafe.CheckResult` otherwise.  ``isolate="target"``
     runs the check in the target's own process; the default, ``"none"``, in the test's process,

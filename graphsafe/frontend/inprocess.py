@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..check import CheckOptions, Progress, run_check
+from ..checker import CheckOptions, Progress, run_check
 from ..engines.userframe import innermost_user_frame
 from ..errors import TargetTimeout, UsageError
 from ..findings import CheckResult
@@ -30,7 +30,7 @@ __all__ = ["RunOptions", "run_here", "write_reports", "check_report_dir", "deadl
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How one check runs, beside what it checks (:class:`~graphsafe.check.CheckOptions`).
+    """How one check runs, beside what it checks (:class:`~graphsafe.checker.CheckOptions`).
 
     * ``isolate``: ``"none"`` (this process) or ``"target"`` (a process of the target's own);
     * ``timeout``: seconds before the check is stopped (a hung target), in every mode;

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator
 from hypothesis import settings
 
 from ..capture.policies import resolve_capture
-from ..check import names as registered_names
+from ..checker import names as registered_names
 from ..engines import ENGINES
 from ..errors import UsageError
 from ..probes import PROBES

@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from ..check import AuditResult, CheckOptions, resolve_target, validate_target
+from ..checker import AuditResult, CheckOptions, resolve_target, validate_target
 from ..errors import ContractError, TargetFailure, UsageError
 from . import options as o
 from . import schedule

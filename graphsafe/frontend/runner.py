@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from ..capture.compare import Tolerance
-from ..check import CheckOptions, Progress
-from ..check.audit import AUDIT_CAPTURE, AuditResult
-from ..check.audit import audit as run_audit
+from ..checker import CheckOptions, Progress
+from ..checker.audit import AUDIT_CAPTURE, AuditResult
+from ..checker.audit import audit as run_audit
 from ..contract import CaptureSpec
 from ..engines import Engine
 from ..errors import ContextBroken, ContractError, GraphsafeError

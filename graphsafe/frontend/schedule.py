@@ -42,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from ..check import resolve_target
+from ..checker import resolve_target
 from .devices import uses_cuda
 
 __all__ = ["CACHE_KEY", "WORKER_KEY", "kind_of", "longest_first", "history", "DurationRecorder"]

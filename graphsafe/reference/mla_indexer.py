@@ -93,7 +93,9 @@ def _write_new_kv_kernel(
     offs_d = tl.arange(0, LATENT)
     k = tl.load(k_new_ptr + t * LATENT + offs_d)
     dst = cache_ptr + (blk.to(tl.int64) * PAGE + pos % PAGE) * LATENT + offs_d
-    tl.store(dst, k, mask=(offs_d < LATENT) & has)
+    # the row's length as a bound, not `(offs_d < LATENT) & has`: Triton 3.9's interpreter rejects a block
+    # mask combined with a scalar boolean ("mask has unsupported dtype")
+    tl.store(dst, k, mask=offs_d < tl.where(has, LATENT, 0))
 
 
 class MLAIndexer(LatentTarget):

@@ -18,7 +18,7 @@ import sys
 import traceback
 
 from ..capture.compare import Tolerance
-from ..check import CheckOptions, reproduce
+from ..checker import CheckOptions, reproduce
 from ..contract import Batch, CaptureSpec
 
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_CANNOT_RUN = 0, 1, 2

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..check.audit import AuditResult
+from ..checker.audit import AuditResult
 from . import jsonio
 from .paths import target_slug
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from graphsafe.check import names
+from graphsafe.checker import names
 from graphsafe.frontend import cli
 from graphsafe.frontend.cli import main
 from tests.subprocesses import with_path

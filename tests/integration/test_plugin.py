@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from graphsafe import UsageError
-from graphsafe.check import names
+from graphsafe.checker import names
 from graphsafe.frontend import devices
 from graphsafe.frontend import options as frontend
 from graphsafe.frontend import schedule

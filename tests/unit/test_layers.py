@@ -1,7 +1,7 @@
 """The package's layers import one way, and a function-level import says why it is one.
 
 Layers, top to bottom (README "Layout"): the facade ``graphsafe/__init__``, ``frontend``,
-``guard``, ``reports``, ``check``, ``probes``, ``capture`` and ``reference``, ``engines`` and ``strategies``,
+``guard``, ``reports``, ``checker``, ``probes``, ``capture`` and ``reference``, ``engines`` and ``strategies``,
 then the base modules (``contract``, ``findings``, ``errors``, ``values``).  An import from a lower
 layer to a higher one is allowed only with a ``# layer:`` comment on its line saying why, and at
 most two such imports exist.
@@ -21,7 +21,7 @@ LAYERS = {  # higher number = higher layer
     "graphsafe.frontend": 8,
     "graphsafe.reports": 7,
     "graphsafe.guard": 7.5,  # the runtime guard writes reports; only the facade imports it
-    "graphsafe.check": 6,
+    "graphsafe.checker": 6,
     "graphsafe.probes": 5,
     "graphsafe.capture": 4, "graphsafe.reference": 4,
     "graphsafe.engines": 3, "strategies": 3,

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from hypothesis import settings
 
-from ...check import lookup
+from ...checker import lookup
 from ...engines.cuda import CudaEngine
 from ...errors import GraphsafeError, internal
 from ..devices import prepare_engine

@@ -43,7 +43,7 @@ from typing import Any, Callable, Protocol
 
 from hypothesis import settings
 
-from ...check import CheckOptions
+from ...checker import CheckOptions
 from ...errors import ContextBroken, ContractError, InternalError, TargetCrashed, TargetTimeout, UsageError
 from ...findings import CheckResult
 from ..inprocess import RunOptions, run_here

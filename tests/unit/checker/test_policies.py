@@ -4,7 +4,7 @@ import pytest
 
 from graphsafe import Batch, CaptureSpec, CheckOptions, Support, UsageError
 from graphsafe.capture.policies import EXPLORE, POLICIES, resolve_capture
-from graphsafe.check.plans import phases
+from graphsafe.checker.plans import phases
 from graphsafe.contract import CAPTURE_SEED
 
 SPEC = CaptureSpec(max_reqs=4, max_query_len=3, max_seq_len=32, block_size=8)
