@@ -147,12 +147,12 @@ class CaptureSession:
         graph = eng.capture(g.forward, pool=self.pool)
         rec = graph.recording
         graph_written = set(rec.written)
-        for launch in rec.launches:
-            if launch.kind != "triton":
+        for launch in rec.launches:  # kernels graphsafe sees only as calls: their writes learned in warm-up
+            if launch.kind == "aten":
                 continue
             for name, v in launch.args.items():
-                if isinstance(v, TensorArg) and (launch.name, name) in wrec.kernel_writes:
-                    graph_written.add(v.key)
+                if (launch.name, name) in wrec.kernel_writes:
+                    graph_written.update(t.key for t in (v if isinstance(v, tuple) else (v,)) if isinstance(t, TensorArg))
         self.notes.extend(n for n in rec.notes if n not in self.notes)
         self.graphs[size] = graph
         self.infos[size] = CaptureInfo(

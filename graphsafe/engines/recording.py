@@ -1,4 +1,4 @@
-"""Record what a captured region launches: every aten op and every Triton kernel.
+"""Record what a captured region launches: every aten op, every Triton kernel, every declared opaque call.
 
 One :class:`Recorder` serves both engines.  During capture it sees each aten op
 (``TorchDispatchMode``) and each Triton launch (a wrapper around the launcher's
@@ -7,17 +7,23 @@ One :class:`Recorder` serves both engines.  During capture it sees each aten op
 constexprs, meta-parameters, autotuned configs).  The emulator also keeps what
 it needs to re-execute those launches.
 
+Kernels reached outside the dispatcher and Triton (an extension module called through TVM-FFI,
+pybind11 or ctypes, as FlashInfer's wrappers call theirs) are invisible to both hooks.  Such a call
+made through :func:`opaque_call` is recorded as one launch of kind ``"opaque"``: its tensor
+arguments by storage, its other arguments as host values, the tensors it writes learned during
+warm-up like a Triton kernel's; the emulator replays it with the arguments it was captured with.
+
 The same recorder in *observe* mode watches an eager ``forward()`` so that the
 frozen-host-value probe can diff the launches a batch needs against the ones
-the graph froze.
+the graph froze; given ``overrides`` it runs Triton launches with host values put back to what
+a capture froze (the frozen-host-value probe's control for a value that changes only rounding).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -25,9 +31,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import CaptureError
 from . import triton_env
+from .launches import ExternalBuffer, Launch, Override, TensorArg, freeze
+from .replay import ExternalRef, materialise
 from .userframe import user_frame
 
-__all__ = ["TensorArg", "Launch", "ExternalBuffer", "Recorder", "SYNC_OPS", "freeze", "active"]
+__all__ = ["TensorArg", "Launch", "ExternalBuffer", "Recorder", "SYNC_OPS", "freeze", "active", "opaque_call",
+           "Override"]
 
 _local = threading.local()
 
@@ -50,55 +59,6 @@ _NO_REPLAY = {"aten::empty", "aten::empty_strided", "aten::new_empty", "aten::ne
 _NO_DEVICE_WORK = _NO_REPLAY | {"aten::detach", "aten::alias", "aten::lift_fresh", "aten::set_", "aten::resize_"}
 
 
-@dataclass(frozen=True)
-class TensorArg:
-    """A tensor argument as the graph sees it: a pointer plus a layout."""
-
-    key: int
-    dtype: str
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int
-    internal: bool
-
-    def short(self) -> str:
-        return f"Tensor{list(self.shape)}:{self.dtype.replace('torch.', '')}"
-
-
-@dataclass
-class Launch:
-    """One recorded launch: an aten op or a Triton kernel."""
-
-    kind: str  # "aten" or "triton"
-    name: str
-    args: dict[str, Any]  # name -> TensorArg or frozen host value
-    grid: tuple | None = None
-    where: str = ""
-    writes: tuple[str, ...] = ()  # argument names written (aten schema)
-    device_work: bool = True  # False for views and bookkeeping ops (no kernel runs on the device)
-
-
-@dataclass
-class ExternalBuffer:
-    """Memory the graph reads that was not allocated by the graph itself."""
-
-    key: int
-    nbytes: int
-    device: str
-    dtype: str
-    address: int
-    weak: Any = None  # StorageWeakRef
-    handle: Any = None  # strong UntypedStorage (emulator only)
-    first_use: str = ""
-    kernels: list[str] = field(default_factory=list)
-
-    def alive(self) -> bool:
-        """Does anything besides the graph still hold this memory?"""
-        if self.handle is not None:
-            return torch._C._storage_Use_Count(self.handle._cdata) > 1
-        return not self.weak.expired()
-
-
 def active() -> "Recorder | None":
     """The recorder recording on this thread now, if any."""
     return getattr(_local, "recorder", None)
@@ -112,17 +72,30 @@ def _schema_writes(func) -> tuple[str, ...]:
     return tuple(out)
 
 
-def freeze(v: Any) -> Any:
-    """A comparable, printable form of a host value."""
-    if isinstance(v, (int, float, bool, str)) or v is None:
-        return v
-    if isinstance(v, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
-        return str(v)
-    if isinstance(v, (list, tuple)):
-        return tuple(freeze(x) for x in v)
-    if hasattr(v, "value") and type(v).__name__ == "constexpr":
-        return freeze(v.value)
-    return repr(v)
+def opaque_call(name: str, fn: Callable[..., Any], *args: Any, arg_names: Sequence[str | None] = (),
+                host_values: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, a kernel graphsafe cannot see into, recorded as one launch named ``name``.
+
+    For calls that reach the device outside the aten dispatcher and Triton (an extension module
+    called through TVM-FFI, pybind11 or ctypes): without this, a capture records nothing of them, so
+    a pointer they read that goes stale, or a host value they froze, shows only as an output
+    difference.  Every tensor among the arguments is memory the call reads (which ones it writes is
+    learned during warm-up, as for a Triton kernel), every other argument a host value the capture
+    freezes, named by ``arg_names`` (``arg<i>`` past its end; a ``None`` name leaves the argument
+    out of the record) or by its keyword.  ``host_values`` adds values the call depends on that are
+    not plain arguments (the fields of a plan, say).  Outside a capture it is just the call.  The CPU
+    emulator replays the call with the arguments it was captured with, so ``fn`` must take
+    everything it uses as arguments.
+
+    Example::
+
+        out = graphsafe.opaque_call("mylib.decode", mylib_ext.decode, q, kv_cache, plan_info, out,
+                                    arg_names=("q", "kv_cache", "plan_info", "out"))
+    """
+    rec = getattr(_local, "recorder", None)
+    if rec is None or rec.suspended or triton_env.autotune_benchmarking():
+        return fn(*args, **kwargs)
+    return rec._on_opaque(name, fn, args, kwargs, tuple(arg_names), dict(host_values or {}))
 
 
 class _Mode(TorchDispatchMode):
@@ -182,11 +155,14 @@ class Recorder:
     ``yields``: recorders cannot nest, but one made with ``yields=True`` (graphsafe.guard's,
     around an engine's capture) lets another be entered inside it; it passes everything
     through meanwhile and finds the inner recorder in ``inner`` afterwards.
+    ``overrides`` (observe mode only): :class:`Override` values Triton launches run with instead of
+    their own; ``overridden`` counts the ones applied.
     """
 
     def __init__(self, mode: str = "capture", *, learn_writes: bool = False, skip_keys: set[int] | None = None,
-                 yields: bool = False):
+                 yields: bool = False, overrides: Sequence[Override] = ()):
         assert mode in ("capture", "emulate", "observe")
+        assert not overrides or mode == "observe", "graphsafe bug: overrides outside an observing recorder"
         self.mode = mode
         self.learn_writes = learn_writes
         self.skip_keys = skip_keys or set()
@@ -204,6 +180,9 @@ class Recorder:
         self.yields = yields
         self.inner: list[Recorder] = []  # recorders entered inside this one (yields=True)
         self._outer: tuple[Recorder, bool] | None = None  # (the yielding recorder, its suspended flag)
+        self._overrides = {(o.kernel, o.occurrence, o.argument): o.value for o in overrides}
+        self._occurrences: dict[str, int] = {}  # kernel -> launches seen (for overrides)
+        self.overridden = 0
 
     # -- context -----------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -267,7 +246,7 @@ class Recorder:
             key = v.untyped_storage().data_ptr()
             if key in self.external:
                 handle = self.external[key].handle
-                return _ExternalRef(handle, v.dtype, v.storage_offset(), tuple(v.shape), tuple(v.stride()), v.device)
+                return ExternalRef(handle, v.dtype, v.storage_offset(), tuple(v.shape), tuple(v.stride()), v.device)
             self._keep.append(v)
             return v
         if isinstance(v, (list, tuple)):
@@ -330,7 +309,7 @@ class Recorder:
         if func.is_view or name in _NO_REPLAY or name in SYNC_OPS:
             return
         if writes:
-            self.program.append(lambda: func(*_materialise(targs), **_materialise(tkwargs)))
+            self.program.append(lambda: func(*materialise(targs), **materialise(tkwargs)))
             return
         outs = [t for t in _tensors(out)]
         if not outs:
@@ -338,8 +317,8 @@ class Recorder:
         keep = [self._template(t) for t in outs]
 
         def rerun():
-            res = func(*_materialise(targs), **_materialise(tkwargs))
-            for dst, src in zip(_materialise(keep), _tensors(res)):
+            res = func(*materialise(targs), **materialise(tkwargs))
+            for dst, src in zip(materialise(keep), _tensors(res)):
                 dst.copy_(src)
 
         self.program.append(rerun)
@@ -350,6 +329,8 @@ class Recorder:
         name = getattr(fn, "__name__", repr(kernel))
         where = user_frame(2)
         names = list(getattr(kernel, "arg_names", []))
+        if self._overrides:
+            args, kwargs, grid = self._override(name, names, args, kwargs, grid)
         bound: dict[str, Any] = dict(zip(names, args))
         bound.update(kwargs)
         g = grid
@@ -381,7 +362,55 @@ class Recorder:
 
             def relaunch():
                 with _suspended_global():
-                    orig_run(kernel, *_materialise(targs), grid=fg, warmup=False, **_materialise(tkwargs))
+                    orig_run(kernel, *materialise(targs), grid=fg, warmup=False, **materialise(tkwargs))
+
+            self.program.append(relaunch)
+        return result
+
+
+    def _override(self, name: str, names: list[str], args: tuple, kwargs: dict, grid: Any) -> tuple:
+        """``(args, kwargs, grid)`` of this launch of ``name`` with the overrides for it applied."""
+        occ = self._occurrences.get(name, 0)
+        self._occurrences[name] = occ + 1
+        ov = {a: v for (k, o, a), v in self._overrides.items() if k == name and o == occ}
+        if not ov:
+            return args, kwargs, grid
+        self.overridden += len(ov)
+        args = tuple(ov.get(names[i], a) if i < len(names) else a for i, a in enumerate(args))
+        kwargs = {k: ov.get(k, v) for k, v in kwargs.items()}
+        return args, kwargs, ov.get("grid", grid)
+
+    # -- opaque calls --------------------------------------------------------------------
+    def _on_opaque(self, name: str, fn: Callable, args: tuple, kwargs: dict, arg_names: tuple,
+                   host_values: dict) -> Any:
+        where = user_frame(2)
+        bound: dict[str, Any] = {}
+        for i, a in enumerate(args):
+            label = arg_names[i] if i < len(arg_names) else f"arg{i}"
+            if label is not None:
+                bound[label] = a
+        bound.update(kwargs)
+        rec_args = {k: self._record_value(v, where, name) for k, v in bound.items()}
+        rec_args.update({k: freeze(v) for k, v in host_values.items()})
+        self.launches.append(Launch("opaque", name, rec_args, None, where))
+        tensors = {k: list(_tensors(v)) for k, v in bound.items()}
+        before = None
+        if self.learn_writes and name not in self.known_kernels:
+            before = {k: [t.clone() for t in ts] for k, ts in tensors.items()
+                      if ts and all(t.untyped_storage().data_ptr() not in self.skip_keys for t in ts)}
+        with self.suspend():
+            result = fn(*args, **kwargs)
+        if before is not None:
+            for k, olds in before.items():
+                if any(not _same_bytes(old, t) for old, t in zip(olds, tensors[k])):
+                    self.kernel_writes.add((name, k))
+        if self.mode == "emulate":
+            targs = self._template(tuple(args))
+            tkwargs = {k: self._template(v) for k, v in kwargs.items()}
+
+            def relaunch():
+                with _suspended_global():
+                    fn(*materialise(targs), **materialise(tkwargs))
 
             self.program.append(relaunch)
         return result
@@ -400,28 +429,6 @@ def _suspended_global():
         return
     with rec.suspend():
         yield
-
-
-class _ExternalRef:
-    __slots__ = ("storage", "dtype", "offset", "shape", "stride", "device")
-
-    def __init__(self, storage, dtype, offset, shape, stride, device):
-        self.storage, self.dtype, self.offset, self.shape, self.stride, self.device = (
-            storage, dtype, offset, shape, stride, device,
-        )
-
-    def get(self) -> torch.Tensor:
-        return torch.empty(0, dtype=self.dtype, device=self.device).set_(self.storage, self.offset, self.shape, self.stride)
-
-
-def _materialise(v: Any) -> Any:
-    if isinstance(v, _ExternalRef):
-        return v.get()
-    if isinstance(v, dict):
-        return {k: _materialise(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
-        return type(v)(_materialise(x) for x in v)
-    return v
 
 
 def _tensors(v: Any):
