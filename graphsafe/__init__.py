@@ -22,6 +22,7 @@ from ._version import __version__
 from .capture.compare import Tolerance
 from .checker import AuditResult, CheckOptions, reproduce
 from .contract import Batch, CaptureSpec, Support, Target, capturing
+from .engines.recording import opaque_call
 from .errors import (
     CaptureError, ContextBroken, ContractError, GraphsafeError, GuardError, InternalError, SpecError, TargetCrashed,
     TargetFailure, TargetRaised, TargetTimeout, UsageError,
@@ -34,7 +35,7 @@ from .values import derive_seed, seeded
 
 __all__ = [
     "__version__",
-    "Batch", "CaptureSpec", "Support", "Target", "capturing", "check", "reproduce", "audit", "AuditResult",
+    "Batch", "CaptureSpec", "Support", "Target", "capturing", "opaque_call", "check", "reproduce", "audit", "AuditResult",
     "CheckOptions", "Tolerance",
     "CheckResult", "Finding", "FindingError", "FindingKind", "Mismatch", "PROBES", "derive_seed", "seeded",
     "GraphsafeError", "UsageError", "ContractError", "SpecError", "TargetFailure", "TargetRaised", "TargetCrashed",

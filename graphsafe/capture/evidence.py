@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ..engines import as_outputs
-from ..engines.recording import Launch, Recorder
+from ..engines.recording import Launch, Override, Recorder
 from ..findings import Mismatch
 from .context import StepContext, live_rows
 from .ledger import poison_floats, prepare_writes, storages_of
@@ -44,6 +44,8 @@ class ScratchRun:
     mismatches: list[Mismatch]
     launches: list[Launch]
     buffers_after_prepare: dict[str, torch.Tensor]
+    static: dict[str, torch.Tensor] | None = None  # the run's static state, when asked to keep it
+    overridden: int = 0  # host values the last forward ran with overridden (see scratch_overridden)
 
 
 class Evidence:
@@ -111,12 +113,12 @@ class Evidence:
         return out
 
     # -- the same padded steps, eagerly, without graphs -------------------------------
-    def _scratch(self, history: bool, padded: bool = True) -> ScratchRun:
+    def _scratch(self, history: bool, padded: bool = True, overrides: tuple[Override, ...] = (),
+                 keep_static: bool = False) -> ScratchRun:
         ctx = self.ctx
         inst = ctx.target_cls()
         call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)
         statics = static_keys(inst) | ctx.session.share_constants(inst)
-        randomise_static(inst, ctx.seed)
         steps = ctx.padded if padded else ctx.history
         steps = steps if history else steps[-1:]
         if history:
@@ -124,6 +126,7 @@ class Evidence:
             for size in sorted(ctx.session.infos, reverse=True):
                 call_target("prepare(batch) [diagnosis]", inst.prepare, ctx.session.infos[size].batch)
                 call_target("forward() [diagnosis]", inst.forward)
+        randomise_static(inst, ctx.seed)  # as the graph instance's reset: after the captures, at the example's start
         launches: list[Launch] = []
         bufs: dict[str, torch.Tensor] = {}
         out = None
@@ -132,7 +135,7 @@ class Evidence:
             call_target("prepare(batch) [diagnosis]", inst.prepare, pb)
             if i == len(steps) - 1:
                 bufs = {p: t.clone() for p, t in walk(inst) if storage_key(t) not in statics}
-                with Recorder("observe") as rec:
+                with Recorder("observe", overrides=overrides) as rec:
                     out = call_target("forward() [diagnosis]", inst.forward)
                 launches = rec.launches
             else:
@@ -141,7 +144,13 @@ class Evidence:
         live = [t.clone() for t in live_rows(inst, out, steps[-1])]
         mism = ctx.comparator.step(live, ctx.eager_live, static_dict(inst), ctx.eager_static, ctx.batch)
         ctx.engine.synchronize()
-        return ScratchRun(live, mism, launches, bufs)
+        return ScratchRun(live, mism, launches, bufs, static_dict(inst) if keep_static else None, rec.overridden)
+
+    def scratch_overridden(self, overrides: tuple[Override, ...]) -> ScratchRun:
+        """:attr:`scratch` (this example's padded steps, eagerly) with the last forward's Triton launches run
+        at ``overrides`` (the values the capture froze), its static state kept: what the graph would give
+        if the frozen values were its only difference from eager."""
+        return self._scratch(history=True, overrides=overrides, keep_static=True)
 
     @functools.cached_property
     def scratch(self) -> ScratchRun:

@@ -1,27 +1,59 @@
 """frozen-host-value: a host value fixed at capture differs from what this batch needs.
 
 Stage ``diagnose``.  The launches recorded at capture (kernels, scalar arguments,
-grids, constexprs, tensor shapes, the Python branch taken) are diffed against an
-eager run of the failing batch, padded the same way.  A control proves the cause:
-an eager run of the capture batch itself must launch exactly what the capture did,
-so the difference comes from the batch and not from capturing (a branch on
-``capturing()``, a planner the capture skipped).  A frozen value whose results
-still agree within what a reordered reduction explains (a split count, say) is
-reported as info, not as an error.  The check's capture policies
-(minimal and drawn capture batches besides the worst case) make a value that is
-right only for the worst case break in some phase.
+grids, constexprs, tensor shapes, the Python branch taken, the host values of opaque
+calls such as a FlashInfer plan) are diffed against an eager run of the failing batch,
+padded the same way.  A control proves the cause: an eager run of the capture batch
+itself must launch exactly what the capture did, so the difference comes from the batch
+and not from capturing (a branch on ``capturing()``, a planner the capture skipped).
+
+Numerics only.  A split count or tile choice frozen at capture can change only the order of a
+reduction.  Such a finding is ``info``, with the measured difference, when two things hold:
+
+* the graph equals an eager run of the same steps with the Triton launches given the captured
+  values (:meth:`~graphsafe.capture.evidence.Evidence.scratch_overridden`): the frozen values
+  explain the whole difference;
+* that run differs from eager with the values this batch needs by no more than the output
+  dtype's resolution (bf16, fp16), or for fp32 on a GPU what TF32 rounding in a reduction
+  explains (:func:`numerics_bound`).
+
+Anything else stays an error: a frozen branch, a frozen tensor shape, an opaque call's frozen
+plan (its values cannot be put back into an eager run), or a difference larger than the bound.
+With ``Tolerance(bitwise=True)`` (engines that need batch-invariant results) every frozen value
+that changes a bit is an error.  The check's capture policies (minimal and drawn capture batches
+besides the worst case) make a value that is right only for the worst case break in some phase.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 
+import torch
+
+from ..capture.compare import compare
 from ..capture.context import StepContext
-from ..engines.recording import Launch, TensorArg
-from ..findings import Finding, FindingKind
+from ..engines.recording import Launch, Override, TensorArg
+from ..findings import Finding, FindingKind, Mismatch
 
 KIND = FindingKind.FROZEN_HOST_VALUE
 STAGE = "diagnose"
+
+#: relative resolution of each output dtype: one unit in the last place, relative
+_RESOLUTION = {torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10, torch.float64: 2.0 ** -40}
+#: fp32 results: what TF32 rounding (10 mantissa bits) inside a reduction moves on a GPU; on the CPU
+#: fp32 reductions round at fp32, and a reordered one moves a result by much less
+_FP32 = {"cuda": 2.0 ** -10, "cpu": 2.0 ** -12}
+
+
+def numerics_bound(dtype: torch.dtype, device: torch.device) -> float:
+    """Relative bound on how far a reordered reduction moves a result of ``dtype`` on ``device``: the
+    dtype's resolution for bf16 and fp16, TF32's for fp32 on a GPU.  It applies elementwise as
+    ``|a - b| <= bound * (|b| + max|b|)``: relative to each value and to the tensor's scale, since a
+    value near zero is the sum of terms of the tensor's magnitude."""
+    if dtype == torch.float32:
+        return _FP32.get(device.type, _FP32["cuda"])
+    return _RESOLUTION.get(dtype, 2.0 ** -7 if dtype.is_floating_point else 0.0)
 
 
 def _fmt(v) -> str:
@@ -40,11 +72,17 @@ def _shape_only(v):
     return v
 
 
+def _scalar(v) -> bool:
+    return isinstance(v, (bool, int, float)) or (isinstance(v, tuple) and all(isinstance(x, int) for x in v))
+
+
 def diff_launches(captured: list[Launch], needed: list[Launch]) -> list[dict]:
     """Differences between two launch lists, Triton launches first.
 
     Only launches that do device work count: views and bookkeeping ops (``detach``, ``slice``)
-    differ with how a wrapper slices its buffers, and are no branch of their own.
+    differ with how a wrapper slices its buffers, and are no branch of their own.  A difference in
+    one launch carries ``occurrence`` (which launch of that kernel it is) and, when an eager run
+    could be given the captured value back (a Triton scalar or grid), ``substitute``.
     """
     captured = [launch for launch in captured if launch.device_work]
     needed = [launch for launch in needed if launch.device_work]
@@ -69,17 +107,67 @@ def diff_launches(captured: list[Launch], needed: list[Launch]) -> list[dict]:
             })
         diffs.sort(key=lambda d: not d["triton"])
         return diffs
+    seen: dict[str, int] = {}
     for la, lb in zip(captured, needed):
+        occurrence = seen.get(la.name, 0)
+        seen[la.name] = occurrence + 1
+        base = {"kernel": la.name, "where": lb.where, "triton": la.kind == "triton", "occurrence": occurrence,
+                "launch": la.kind}
         if la.grid != lb.grid:
-            diffs.append({"kind": "grid", "kernel": la.name, "argument": "grid", "captured": la.grid,
-                          "needed": lb.grid, "where": lb.where, "triton": la.kind == "triton"})
+            diffs.append({**base, "kind": "grid", "argument": "grid", "captured": la.grid, "needed": lb.grid,
+                          "substitute": la.kind == "triton"})
         for name in la.args:
             va, vb = la.args[name], lb.args.get(name)
             if _shape_only(va) != _shape_only(vb):
-                diffs.append({"kind": "argument", "kernel": la.name, "argument": name, "captured": _fmt(va),
-                              "needed": _fmt(vb), "where": lb.where, "triton": la.kind == "triton"})
+                diffs.append({**base, "kind": "argument", "argument": name, "captured": _fmt(va), "needed": _fmt(vb),
+                              "substitute": la.kind == "triton" and _scalar(va), "value": va})
     diffs.sort(key=lambda d: not d["triton"])
     return diffs
+
+
+def _overrides(diffs: list[dict]) -> tuple[Override, ...] | None:
+    """The captured values to run eager with, or None when one of them cannot be put back."""
+    if not all(d.get("substitute") for d in diffs):
+        return None
+    return tuple(Override(d["kernel"], d["occurrence"], d["argument"],
+                          d["captured"] if d["kind"] == "grid" else d["value"]) for d in diffs)
+
+
+def _beyond_bound(run, ctx: StepContext) -> list[Mismatch]:
+    """Where ``run`` (eager at the captured values) differs from eager at the needed ones by more than
+    :func:`numerics_bound`; live outputs and static state."""
+    pairs = [(f"output[{i}]", a, b) for i, (a, b) in enumerate(zip(run.live, ctx.eager_live))]
+    pairs += [(f"static[{k!r}]", a, ctx.eager_static[k]) for k, a in (run.static or {}).items() if k in ctx.eager_static]
+    out = []
+    for name, a, b in pairs:
+        if a.shape != b.shape or not b.dtype.is_floating_point or b.numel() == 0:
+            m = compare(name, a, b)
+        else:
+            bound = numerics_bound(b.dtype, b.device)
+            scale = float(b.detach().float().abs().nan_to_num(0.0).amax())
+            m = compare(name, a, b, rtol=bound, atol=bound * scale)
+        if m is not None:
+            out.append(m)
+    return out
+
+
+def _numerics_only(ctx: StepContext, diffs: list[dict]) -> str | None:
+    """The info message when the frozen values only change rounding (module docstring), else None."""
+    overrides = _overrides(diffs)
+    if overrides is None:
+        return None
+    run = ctx.evidence.scratch_overridden(overrides)
+    if run.overridden != len(overrides):
+        return None  # the eager run did not launch what the capture did: nothing proved
+    if ctx.comparator.step(ctx.graph_live, run.live, ctx.graph_static, run.static or {}, ctx.batch):
+        return None  # the graph differs from eager at the captured values too: something else is wrong
+    if _beyond_bound(run, ctx):
+        return None
+    worst = max(ctx.mismatches, key=lambda m: m.max_abs if not math.isnan(m.max_abs) else math.inf)
+    return (f"; numerics only: the graph equals eager run with the captured values, which differs from eager with "
+            f"this batch's by at most {worst.max_abs:.3g} (relative {worst.max_rel:.3g}) in {worst.tensor}, within "
+            "the output dtype's resolution (or TF32 rounding for fp32 on a GPU); use Tolerance(bitwise=True) where "
+            "results must be batch-invariant")
 
 
 def run(ctx: StepContext) -> Finding | None:
@@ -99,13 +187,14 @@ def run(ctx: StepContext) -> Finding | None:
         where, cause = f"{d['kernel']} <launch sequence>", f"branch:{d['where']}"
     else:
         msg = f"{d['kernel']} {d['argument']}: captured {d['captured']}, this batch needs {d['needed']} (at {d['where']})"
+        if len(diffs) > 1:
+            msg += f"; {len(diffs) - 1} more frozen value(s): " + ", ".join(f"{x['kernel']}.{x['argument']}" for x in diffs[1:4])
         where = f"{d['kernel']}.{d['argument']}"
         cause = f"argument:{where}"
     severity = "error"
-    if all(x["kind"] != "branch" for x in diffs) and not ctx.comparator.step(
-            ctx.graph_live, ctx.eager_live, ctx.graph_static, ctx.eager_static, ctx.batch, reorder=True):
-        severity = "info"
-        msg += ("; graph and eager agree within what reordering a reduction explains, so the frozen value "
-                "changes rounding, not the result")
-    return Finding(kind=KIND, message=msg, where=where, details={"diffs": diffs[:10]}, cause=cause,
-                   severity=severity)
+    if d["kind"] != "branch" and not ctx.comparator.tolerance.bitwise:
+        note = _numerics_only(ctx, diffs)
+        if note is not None:
+            severity, msg = "info", msg + note
+    details = {"diffs": [{k: v for k, v in x.items() if k != "value"} for x in diffs[:10]]}
+    return Finding(kind=KIND, message=msg, where=where, details=details, cause=cause, severity=severity)
