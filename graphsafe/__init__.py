@@ -24,7 +24,8 @@ from .checker import AuditResult, CheckOptions, reproduce
 from .contract import Batch, CaptureSpec, Support, Target, capturing
 from .engines.recording import opaque_call
 from .errors import (
-    CaptureError, ContextBroken, ContractError, GraphsafeError, GuardError, InternalError, SpecError, TargetCrashed,
+    CaptureError, ContextBroken, ContractError, GraphsafeError, GuardError, InternalError, ReplayHung, SpecError,
+    TargetCrashed,
     TargetFailure, TargetRaised, TargetTimeout, UsageError,
 )
 from .findings import CheckResult, Finding, FindingError, FindingKind, Mismatch
@@ -39,5 +40,5 @@ __all__ = [
     "CheckOptions", "Tolerance",
     "CheckResult", "Finding", "FindingError", "FindingKind", "Mismatch", "PROBES", "derive_seed", "seeded",
     "GraphsafeError", "UsageError", "ContractError", "SpecError", "TargetFailure", "TargetRaised", "TargetCrashed",
-    "ContextBroken", "TargetTimeout", "CaptureError", "GuardError", "InternalError", "guard",
+    "ContextBroken", "TargetTimeout", "ReplayHung", "CaptureError", "GuardError", "InternalError", "guard",
 ]

@@ -129,6 +129,20 @@ class TargetTimeout(TargetFailure):
     timeout: float = 0.0
 
 
+class ReplayHung(TargetTimeout):
+    """A replay ran far past every replay before it (a kernel that does not end) and its process was killed
+    (isolated checks only).  ``steps`` are the example's step batches (as dicts), ``step`` the one whose
+    replay hung, ``size`` its graph's size, ``seconds`` how long it had run, ``longest`` the longest replay
+    before it."""
+
+    _fields = ("where", "timeout", "steps", "step", "size", "seconds", "longest")
+    steps: Any = ()
+    step: int = 0
+    size: int = 0
+    seconds: float = 0.0
+    longest: float = 0.0
+
+
 class CaptureError(GraphsafeError):
     """``forward()`` did something a CUDA graph cannot capture (a host read of graph data)."""
 

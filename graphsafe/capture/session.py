@@ -145,6 +145,7 @@ class CaptureSession:
         after = storages_of(g, self.static_keys)
         warmup_written = pre_warm.changed() | (set(after) - set(pre_warm.tensors))
         graph = eng.capture(g.forward, pool=self.pool)
+        graph.size = size
         rec = graph.recording
         graph_written = set(rec.written)
         for launch in rec.launches:  # kernels graphsafe sees only as calls: their writes learned in warm-up

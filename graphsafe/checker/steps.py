@@ -18,7 +18,7 @@ from ..capture.policies import POLICIES
 from ..capture.session import CaptureSession, as_target_failure, call_target
 from ..capture.statics import randomise_static, static_dict
 from ..contract import Batch, CaptureSpec, Support
-from ..engines import Engine, as_outputs
+from ..engines import Engine, as_outputs, replay_clock
 from ..errors import ContractError, TargetRaised
 from ..findings import Finding, FindingKind
 from ..probes import at_stage
@@ -110,12 +110,14 @@ class ExampleRunner:
         padded: list[Batch] = []
         region = self.comparator.region(static_dict(g), [*plan.steps, *(i.batch for i in session.infos.values())])
         ctx = None
+        replay_clock.example(plan.steps)  # a sandbox's parent names the step of a replay that never ends
         for batch in plan.steps:
             size = session.size_for(batch.num_reqs)
             graph, info = session.graphs[size], session.infos[size]
             if batch.seed == info.batch.seed:
                 raise AssertionError("graphsafe bug: a replayed batch reuses the capture batch's seed (inputs)")
             pb = batch.padded(size)
+            replay_clock.step(len(history))
             history.append(batch)
             padded.append(pb)
             self.steps_run += 1

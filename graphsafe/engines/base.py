@@ -8,6 +8,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ContractError
+from . import replay_clock
 from .recording import ExternalBuffer, Recorder
 
 __all__ = ["Engine", "Graph", "as_outputs", "returned"]
@@ -41,6 +42,7 @@ class Graph:
     recording: Recorder
     replay_fn: Callable[[], None]
     single: bool = False  # forward() returned one tensor, not a tuple
+    size: int = 0  # request slots (set by the capture session)
 
     @property
     def returned(self) -> torch.Tensor | tuple[torch.Tensor, ...]:
@@ -48,6 +50,7 @@ class Graph:
         return returned(self.outputs, self.single)
 
     def replay(self) -> None:
+        replay_clock.replay_started(self.size)  # done at the engine's next synchronize()
         self.replay_fn()
 
     def dead_inputs(self) -> list[ExternalBuffer]:
@@ -81,9 +84,11 @@ class Engine:
         raise NotImplementedError
 
     def synchronize(self) -> None:
-        """Wait for the device (the emulator runs on a GPU when kernels are compiled for one)."""
+        """Wait for the device (the emulator runs on a GPU when kernels are compiled for one); a replay
+        in flight is over then."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+        replay_clock.replay_done()
 
     def healthy(self) -> bool:
         return True

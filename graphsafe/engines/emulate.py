@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 
 from ..contract import emulated_capture
-from . import triton_env
+from . import replay_clock, triton_env
 from .base import Engine, Graph, as_outputs
 from .recording import Recorder
 
@@ -55,5 +55,6 @@ class EmulatorEngine(Engine):
         def replay() -> None:
             for step in program:
                 step()
+            replay_clock.replay_done()  # the emulator's replay is synchronous
 
         return Graph(outs, rec, replay, single=isinstance(out, torch.Tensor))

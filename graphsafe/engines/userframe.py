@@ -1,9 +1,10 @@
 """Where in the target's own code something happened: the one rule for "user frame".
 
 A frame is *infrastructure* when it belongs to graphsafe's machinery (every part of the
-``graphsafe`` package except the reference targets), to the libraries under it (torch, triton,
-numpy, Hypothesis, pytest, xdist) or to Python's standard library.  Everything else (a backend,
-a test, a script, ``graphsafe/reference``) is the target's own code, and findings name its
+``graphsafe`` package except its own targets: the reference kernels and the FlashInfer targets), to the
+libraries under it (torch, triton, FlashInfer, TVM-FFI, numpy, Hypothesis, pytest, xdist) or to Python's
+standard library.  Everything else (a backend, a test, a script, ``graphsafe/reference``,
+``graphsafe/flashinfer/targets.py``) is the target's own code, and findings name its
 innermost frame: in a live stack (the recorder, per launch), in an exception's traceback (a
 capture failure, a target error), or in a faulthandler dump (a crashed or hung sandbox).
 """
@@ -21,14 +22,16 @@ from typing import Iterable
 __all__ = ["is_infrastructure", "display_path", "user_frame", "user_frame_of", "innermost_user_frame"]
 
 _GRAPHSAFE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_REFERENCE = os.path.join(_GRAPHSAFE, "reference")
+#: graphsafe's own targets: the reference kernels and the FlashInfer targets (not the FlashInfer stand-in)
+_TARGET_CODE = (os.path.join(_GRAPHSAFE, "reference") + os.sep,
+                os.path.join(_GRAPHSAFE, "flashinfer", "targets.py"), os.path.join(_GRAPHSAFE, "flashinfer", "variants.py"))
 _STDLIB = tuple(
     os.path.abspath(p) for p in {sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib")} if p
 )
 _SITE_DIRS = ("site-packages", "dist-packages")
 _LIBRARIES = frozenset(
     {"torch", "triton", "numpy", "hypothesis", "_hypothesis_pytestplugin", "_pytest", "pytest", "pluggy",
-     "xdist", "execnet", "typing_extensions"}
+     "xdist", "execnet", "typing_extensions", "flashinfer", "tvm_ffi"}
 )
 
 
@@ -42,7 +45,7 @@ def is_infrastructure(filename: str) -> bool:
         return True
     path = os.path.abspath(filename)
     if path.startswith(_GRAPHSAFE + os.sep):
-        return not path.startswith(_REFERENCE + os.sep)
+        return not path.startswith(_TARGET_CODE)
     parts = path.split(os.sep)
     sites = [i for i, part in enumerate(parts) if part in _SITE_DIRS]
     if sites:

@@ -120,8 +120,10 @@ def diff_launches(captured: list[Launch], needed: list[Launch]) -> list[dict]:
             va, vb = la.args[name], lb.args.get(name)
             if _shape_only(va) != _shape_only(vb):
                 diffs.append({**base, "kind": "argument", "argument": name, "captured": _fmt(va), "needed": _fmt(vb),
-                              "substitute": la.kind == "triton" and _scalar(va), "value": va})
-    diffs.sort(key=lambda d: not d["triton"])
+                              "substitute": la.kind == "triton" and _scalar(va), "value": va,
+                              "tensor": _shape_only(va) != va})
+    # kernels first (Triton, then calls such as FlashInfer's), torch ops last; host values before tensor shapes
+    diffs.sort(key=lambda d: (not d["triton"], d["launch"] != "opaque", d.get("tensor", False)))
     return diffs
 
 

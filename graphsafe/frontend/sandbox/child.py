@@ -27,6 +27,7 @@ import torch
 from hypothesis import settings
 
 from ...checker import lookup
+from ...engines import replay_clock
 from ...engines.cuda import CudaEngine
 from ...errors import GraphsafeError, internal
 from ..devices import prepare_engine
@@ -100,9 +101,11 @@ def _inherited() -> dict | None:
     return dict(state) if state and state.get("pid") != os.getpid() else None
 
 
-def child_main(conn, ref: str, by_class: bool, engine: str, device: Any, lifeline, env: dict | None) -> None:
+def child_main(conn, ref: str, by_class: bool, engine: str, device: Any, lifeline, env: dict | None,
+               clock: replay_clock.Clock | None = None) -> None:
     """The child process's entry point (``multiprocessing`` target).  ``env``: the parent's environment,
-    for a child forked from the fork server (whose environment is the server's)."""
+    for a child forked from the fork server (whose environment is the server's); ``clock``: where its
+    replays are timed for the parent (:mod:`graphsafe.engines.replay_clock`)."""
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
@@ -122,6 +125,7 @@ def child_main(conn, ref: str, by_class: bool, engine: str, device: Any, lifelin
         if hasattr(signal, "SIGUSR1"):
             faulthandler.register(signal.SIGUSR1, fault, all_threads=True)
         os.environ["GRAPHSAFE_SANDBOX"] = "1"
+        replay_clock.install(clock)
         prepare_engine(engine)  # before the target's module defines its Triton kernels
         warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype feature")
         if device is not None and engine != "emulate":

@@ -18,6 +18,9 @@ spawned where that server cannot serve it; never forked from this process::
   unusable (an illegal memory access),
 * :class:`~graphsafe.errors.TargetTimeout` when no answer comes within ``run.timeout`` seconds (the
   child is then killed: SIGTERM, then SIGKILL),
+* :class:`~graphsafe.errors.ReplayHung` (a TargetTimeout) as soon as one replay has run far past every
+  replay before it (:mod:`graphsafe.engines.replay_clock`): a kernel that does not end, reported with the
+  step whose replay it was, within seconds instead of at the timeout,
 * the child's own :class:`~graphsafe.errors.GraphsafeError` (a contract error, graphsafe's own failure).
 
 After a crash or a timeout the next ``check`` starts a fresh child.  On CUDA the child probes its
@@ -44,7 +47,8 @@ from typing import Any, Callable, Protocol
 from hypothesis import settings
 
 from ...checker import CheckOptions
-from ...errors import ContextBroken, ContractError, InternalError, TargetCrashed, TargetTimeout, UsageError
+from ...engines import replay_clock
+from ...errors import ContextBroken, ContractError, InternalError, ReplayHung, TargetCrashed, TargetTimeout, UsageError
 from ...findings import CheckResult
 from ..inprocess import RunOptions, run_here
 from . import server
@@ -125,6 +129,7 @@ class Sandbox:
         self.started = 0  # how many child processes this sandbox has started
         self.startups: list[dict[str, Any]] = []
         self.inherited: dict | None = None  # what the current child inherited from the fork server
+        self._clock: replay_clock.Clock | None = None  # the current child's replay clock
 
     def __repr__(self) -> str:
         state = "in-process" if self.ref is None else (f"pid {self.pid}" if self.alive else "no process")
@@ -229,9 +234,10 @@ class Sandbox:
         parent, child = ctx.Pipe(duplex=True)
         lifeline, self._lifeline = ctx.Pipe(duplex=False)
         env = dict(os.environ) if how == "forkserver" else None  # spawned children inherit it anyway
+        self._clock = replay_clock.Clock(ctx.RawArray("d", replay_clock.NUMBERS), ctx.RawArray("c", replay_clock.PLAN_BYTES))
         proc = ctx.Process(
             target=child_main,
-            args=(child, self.ref, self.by_class, self.engine, self.device, lifeline, env),
+            args=(child, self.ref, self.by_class, self.engine, self.device, lifeline, env, self._clock),
             name=f"graphsafe-sandbox[{self.name}]",
             daemon=True,
         )
@@ -294,6 +300,9 @@ class Sandbox:
                 return msg
             if self._proc.sentinel in ready:
                 raise self._crashed()
+            hung = self._clock.overdue() if self._clock is not None and not starting else None
+            if hung is not None:
+                raise self._hung(hung, deadline_of or timeout)
 
     def _crashed(self, extra: str = "") -> TargetCrashed:
         proc = self._proc
@@ -308,18 +317,7 @@ class Sandbox:
         return TargetCrashed(f"{self.name}: {what}", exitcode=code, where=where)
 
     def _timed_out(self, timeout: float, starting: bool) -> TargetTimeout:
-        where = ""
-        if self._proc is not None and self._proc.is_alive() and hasattr(signal, "SIGUSR1"):
-            before = self._fault_size()
-            try:
-                os.kill(self._proc.pid, signal.SIGUSR1)  # faulthandler: dump every thread's stack
-            except OSError:
-                pass
-            end = time.monotonic() + 2.0
-            while time.monotonic() < end and self._fault_size() == before:
-                time.sleep(0.05)
-            time.sleep(0.1)
-            where = where_in_dump(self._read_fault())
+        where = self._stack_dump()
         self._discard()
         if starting:
             what = (f"the sandbox process did not start within {timeout:g} s (importing torch, the engine "
@@ -330,6 +328,37 @@ class Sandbox:
         if where:
             what += f"; it was in {where}"
         return TargetTimeout(f"{self.name}: {what}", timeout=timeout, where=where)
+
+    def _hung(self, hung: dict, timeout: float) -> ReplayHung:
+        where = self._stack_dump()
+        self._discard()
+        steps, i = hung["steps"], hung["step"]
+        batch = steps[i] if 0 <= i < len(steps) else None
+        what = (f"{self.name}: the replay of step {i} on the size-{hung['size']} graph ran {hung['seconds']:.1f} s "
+                f"(the longest replay before it: {hung['longest'] * 1e3:.3g} ms): a kernel that does not end, often "
+                "one reading stale plan data or indices; its process was killed")
+        if batch is not None:
+            what += (f"; the step's batch: query_lens={batch['query_lens']}, seq_lens={batch['seq_lens']}, "
+                     f"seed={batch['seed']}")
+        if where:
+            what += f"; it was in {where}"
+        return ReplayHung(what, where=where, timeout=timeout, steps=list(steps), step=i, size=hung["size"],
+                          seconds=hung["seconds"], longest=hung["longest"])
+
+    def _stack_dump(self) -> str:
+        """Where the child is, from every thread's stack it writes on SIGUSR1 ('' if it cannot say)."""
+        if self._proc is None or not self._proc.is_alive() or not hasattr(signal, "SIGUSR1"):
+            return ""
+        before = self._fault_size()
+        try:
+            os.kill(self._proc.pid, signal.SIGUSR1)  # faulthandler: dump every thread's stack
+        except OSError:
+            return ""
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end and self._fault_size() == before:
+            time.sleep(0.05)
+        time.sleep(0.1)
+        return where_in_dump(self._read_fault())
 
     def _fault_size(self) -> int:
         try:
