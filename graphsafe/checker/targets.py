@@ -1,7 +1,9 @@
 """Which class a target name means, and whether the class meets the contract.
 
 A target is a class, ``"module:Class"`` or a registered name: the reference kernels
-(:mod:`graphsafe.reference`) and the ``graphsafe.targets`` entry points of installed packages.
+(:mod:`graphsafe.reference`), the FlashInfer targets (:mod:`graphsafe.flashinfer`, which need FlashInfer
+and a GPU to run, and are not part of ``all``) and the ``graphsafe.targets`` entry points of installed
+packages.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import inspect
 from importlib.metadata import entry_points
 from typing import Any
 
+from .. import flashinfer
 from ..contract import CaptureSpec, Support, Target
 from ..errors import ContractError, UsageError
 
@@ -47,6 +50,8 @@ def lookup(name: str) -> type:
     reference = _reference()
     if name in reference.names():
         return reference.resolve(name)
+    if name in flashinfer.names():  # the classes import without FlashInfer; their setup() needs it
+        return flashinfer.resolve(name)
     eps = _entry_points()
     if name in eps:
         try:

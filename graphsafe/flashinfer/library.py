@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import ContractError
 
-__all__ = ["load", "requirement", "version", "INSTALL_HINT"]
+__all__ = ["load", "submodule", "requirement", "version", "INSTALL_HINT"]
 
 #: what a FlashInfer target needs, said wherever one cannot run
 INSTALL_HINT = ("FlashInfer targets need the flashinfer-python package (pip install 'graphsafe[flashinfer]') and an "
@@ -35,6 +35,12 @@ def load(library: Any) -> Any:
     if isinstance(library, str):
         raise ContractError(f"library must be 'flashinfer', 'standin' or a module, got {library!r}")
     return library
+
+
+def submodule(lib: Any, name: str) -> Any:
+    """``lib.<name>`` (``mla``): an attribute of the stand-in, a subpackage imported on demand of FlashInfer."""
+    sub = getattr(lib, name, None)
+    return sub if sub is not None else importlib.import_module(f"{lib.__name__}.{name}")
 
 
 def requirement(library: Any = "flashinfer") -> str | None:

@@ -24,7 +24,7 @@ import torch
 
 from ..contract import Batch, CaptureSpec, Support, Target
 from ..values import derive_seed, seeded
-from .library import load
+from .library import load, submodule
 from .watch import watch
 
 __all__ = ["FlashInferTarget", "Decode", "Prefill", "MLA", "Layout"]
@@ -218,6 +218,7 @@ class Decode(FlashInferTarget):
     token per request; in CUDA-graph mode one wrapper per graph size on slices of the index buffers."""
 
     name = "flashinfer:decode"
+    WRAPPER: ClassVar[str] = "BatchDecodeWithPagedKVCacheWrapper"
     expected = None
     support = Support.UNIFORM_SINGLE_TOKEN_DECODE
     default_spec = CaptureSpec(max_reqs=8, max_query_len=1, max_seq_len=256, block_size=16)
@@ -244,6 +245,7 @@ class Prefill(FlashInferTarget):
     request past the graph's slots takes the rows the live requests leave (its keys: the null block 0)."""
 
     name = "flashinfer:prefill"
+    WRAPPER: ClassVar[str] = "BatchPrefillWithPagedKVCacheWrapper"
     expected = None
     support = Support.ALWAYS
     default_spec = CaptureSpec(max_reqs=4, max_query_len=8, max_seq_len=128, block_size=16)
@@ -285,6 +287,7 @@ class MLA(FlashInferTarget):
     offsets and lengths fixed); padded requests keep their query row and get no KV."""
 
     name = "flashinfer:mla"
+    WRAPPER: ClassVar[str] = "mla.BatchMLAPagedAttentionWrapper"
     expected = None
     support = Support.UNIFORM_SINGLE_TOKEN_DECODE
     default_spec = CaptureSpec(max_reqs=8, max_query_len=1, max_seq_len=256, block_size=16)
@@ -320,11 +323,11 @@ class MLA(FlashInferTarget):
     def make_wrapper(self, size: int) -> Any:
         extra = dict(qo_indptr=self.qo_indptr[:size + 1], kv_indptr=self.kv_indptr[:size + 1],
                      kv_indices=self.kv_indices, kv_len_arr=self.kv_len[:size]) if self.use_cuda_graph else {}
-        return self.lib.mla.BatchMLAPagedAttentionWrapper(self.workspace, use_cuda_graph=self.use_cuda_graph,
+        return submodule(self.lib, "mla").BatchMLAPagedAttentionWrapper(self.workspace, use_cuda_graph=self.use_cuda_graph,
                                                           **extra, **self.wrapper_kwargs)
 
     def plan(self, wrapper: Any, lay: Layout) -> None:
-        meta = self.lib.mla.MLAPlanMetadata.csr(lay.qo_indptr.to(self.device), lay.kv_indptr.to(self.device),
+        meta = submodule(self.lib, "mla").MLAPlanMetadata.csr(lay.qo_indptr.to(self.device), lay.kv_indptr.to(self.device),
                                                 lay.kv_indices.to(self.device), lay.kv_len.to(self.device))
         wrapper.plan(metadata=meta, num_heads=self.num_qo_heads, head_dim_ckv=self.head_dim,
                      head_dim_kpe=self.head_dim_kpe, page_size=self.spec.block_size,
