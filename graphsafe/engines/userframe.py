@@ -56,9 +56,10 @@ def is_infrastructure(filename: str) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _library_roots() -> tuple[str, ...]:
-    """Where torch and triton live when they are not in site-packages (a source checkout)."""
+    """Where torch, triton, FlashInfer and TVM-FFI live when they are not in site-packages (a source checkout,
+    a folder on ``PYTHONPATH``)."""
     roots = []
-    for name in ("torch", "triton"):
+    for name in ("torch", "triton", "flashinfer", "tvm_ffi"):
         try:
             spec = importlib.util.find_spec(name)  # finds a top-level package without importing it
         except (ImportError, ValueError):

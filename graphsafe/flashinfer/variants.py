@@ -54,12 +54,16 @@ class DecodeGrowingWorkspace(Decode):
 
     def make_workspace(self) -> torch.Tensor:
         self.workspace_for = 0
-        return torch.zeros(1 << 20, dtype=torch.uint8, device=self.device)
+        return self.sized_workspace(0)
+
+    def sized_workspace(self, size: int) -> torch.Tensor:
+        """A workspace for graphs of up to ``size`` slots (FlashInfer's split-KV partials need a few MiB)."""
+        return torch.zeros((self.workspace_mib + size) << 20, dtype=torch.uint8, device=self.device)
 
     def make_wrapper(self, size: int) -> Any:
         if size > self.workspace_for:  # BUG: a bigger workspace replaces the one earlier graphs captured
             self.workspace_for = size
-            self.workspace = torch.zeros((1 + size) << 20, dtype=torch.uint8, device=self.device)
+            self.workspace = self.sized_workspace(size)
             for w in self.wrappers.values():
                 w.reset_workspace_buffer(self.workspace, w._int_workspace_buffer)
         return super().make_wrapper(size)
