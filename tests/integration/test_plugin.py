@@ -21,7 +21,7 @@ from graphsafe.checker import names
 from graphsafe.frontend import devices
 from graphsafe.frontend import options as frontend
 from graphsafe.frontend import schedule
-from graphsafe.frontend.plugin import gpu_sharing_hint
+from graphsafe.frontend.items import gpu_sharing_hint
 from graphsafe.probes import PROBES
 from tests.subprocesses import OUTER_RUN_VARS, error_sections, failure_sections, plugin_args
 from tests.targets.plain_torch import SOURCE
