@@ -4,10 +4,10 @@
 
     graphsafe check TARGET... [--engine E] [--examples N] [--steps N] [--probes P1,P2]
                               [--capture-sizes 1,2,4] [--report-dir DIR] [--seed S] [--profile P]
-                              [--isolate] [--timeout SECONDS] [--expected] [--debug]
+                              [--isolate | --no-isolate] [--timeout SECONDS] [--expected] [--debug]
     graphsafe audit TARGET... [--engine E] [--examples N] [--capture worst,minimal] [--report-dir DIR]
     graphsafe list
-    graphsafe repro PATH [--engine E]
+    graphsafe repro PATH [--engine E] [--timeout SECONDS]
 
 ``check`` runs every target once with every selected probe and prints a table: one row per
 target, one column per probe, a cell is ``ok``, the kind of the finding that probe made, or
@@ -15,6 +15,11 @@ target, one column per probe, a cell is ``ok``, the kind of the finding that pro
 (``target-error``, ``replay-mismatch``) go to the last column, ``other``; ``CRASH``, ``TIMEOUT``
 and ``ERROR`` rows are targets that could not be checked.  Then each finding's summary.
 Progress goes to stderr.
+
+On the cuda engine (``auto`` with a GPU visible included) each target is checked in a process of its
+own unless ``--no-isolate`` says otherwise: a device-side assert or an illegal access breaks the whole
+process's CUDA context, and every later target with it.  Options are resolved by
+:func:`graphsafe.frontend.options.resolve`, as every front end's.
 
 Exit status (the highest that applies to any target): 0 no findings, 1 findings, 2 a usage or
 contract error, 3 a target failed to run (raised, crashed, timed out, ran out of memory), 4 an
@@ -73,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Capture each TARGET, replay drawn step sequences and report hazards.")
     c.add_argument("targets", nargs="+", metavar="TARGET",
                    help="'module:Class', a registered name (see 'graphsafe list'), or 'all'")
-    c.add_argument("--engine", default=None, help=f"auto (default: cuda when a GPU is visible, else emulate), cuda "
+    c.add_argument("--engine", default=None, help="auto (default: cuda when a GPU is visible, else emulate), cuda "
                                                   "or emulate")
     c.add_argument("--examples", default=None, metavar="N",
                    help=f"Hypothesis examples per target (default: the --profile's, else {defaults.EXAMPLES})")

@@ -42,7 +42,7 @@ __all__ = ["graphsafe", "asked"]
 
 #: the options that take a value: ``--graphsafe-<name>`` and the ini key ``graphsafe_<name>``
 _VALUED = {
-    "engine": ("ENGINE", f"auto (default: cuda when a GPU is visible, else emulate), cuda or emulate"),
+    "engine": ("ENGINE", "auto (default: cuda when a GPU is visible, else emulate), cuda or emulate"),
     "examples": ("N", "Hypothesis examples per target (default: by profile, "
                       + ", ".join(f"{k} {n}" for k, (_, n) in defaults.PROFILES.items()) + ")"),
     "steps": ("N", f"most batches per drawn step sequence (default {defaults.STEPS})"),
