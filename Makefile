@@ -4,6 +4,9 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 TORCH ?= torch==2.13.0
+# a pip constraints file for the install (.ci/run: .ci/constraints-lowest.txt, the lowest supported versions)
+CONSTRAINTS ?=
+PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 # PyTorch's own index of CPU-only wheels: a bare torch requirement from PyPI is the multi-GB CUDA build
 CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
@@ -12,21 +15,21 @@ CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 install:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(MAKE) --no-print-directory torch
 	@if $(PYTHON) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then \
-		$(PIP) install -q -e ".[test]"; \
+		$(PIP) install -q $(PIN) -e ".[test]"; \
 	else \
-		$(PIP) install -q -e ".[test,cpu]"; \
+		$(PIP) install -q $(PIN) -e ".[test,cpu]"; \
 	fi
 
 torch:  # no torch yet: the CUDA build where an NVIDIA GPU answers, PyTorch's CPU wheels elsewhere
 	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
 		echo "graphsafe: an NVIDIA GPU is present: installing $(TORCH) (the CUDA build)"; \
-		$(PIP) install -q "$(TORCH)"; \
+		$(PIP) install -q $(PIN) "$(TORCH)"; \
 	else \
 		echo "graphsafe: no NVIDIA GPU: installing $(TORCH) from PyTorch's CPU wheel index $(CPU_INDEX)"; \
-		$(PIP) install -q "$(TORCH)" --index-url $(CPU_INDEX) --timeout 15 --retries 1 || { \
+		$(PIP) install -q $(PIN) "$(TORCH)" --index-url $(CPU_INDEX) --timeout 15 --retries 1 || { \
 			echo "graphsafe: PyTorch's CPU wheel index could not be used; installing $(TORCH) from pip's" \
 			     "configured index instead (without a CPU-only mirror that is the multi-GB CUDA build)"; \
-			$(PIP) install -q "$(TORCH)"; }; \
+			$(PIP) install -q $(PIN) "$(TORCH)"; }; \
 	fi
 
 check: install  # exit 0 when every reference variant gets exactly its expected verdict

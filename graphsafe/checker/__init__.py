@@ -4,7 +4,7 @@ diagnosis).  The front end (:mod:`graphsafe.frontend`) adds isolation, timeouts 
 from .api import Progress, reproduce, run_check
 from .audit import AuditResult, audit
 from .options import DEFAULT_EXAMPLES, DEFAULT_STEPS, CheckOptions
-from .targets import lookup, names, resolve_target, target_name, validate_target
+from .targets import expand, lookup, names, resolve_target, target_name, validate_target
 
 __all__ = ["audit", "AuditResult", "run_check", "reproduce", "Progress", "CheckOptions", "DEFAULT_EXAMPLES", "DEFAULT_STEPS",
-           "lookup", "names", "resolve_target", "target_name", "validate_target"]
+           "expand", "lookup", "names", "resolve_target", "target_name", "validate_target"]

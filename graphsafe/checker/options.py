@@ -1,4 +1,8 @@
-"""One check's options: a frozen dataclass built once at the top and passed down whole."""
+"""One check's options: a frozen dataclass built once at the top and passed down whole.
+
+Front ends (command line, pytest plugin and fixture, :func:`graphsafe.check`) turn what the user
+wrote into one of these in :mod:`graphsafe.frontend.options`; the defaults are
+:mod:`graphsafe.defaults`."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 
 from ..capture.compare import Tolerance
 from ..capture.policies import CapturePolicy, resolve_capture
+from .. import defaults
 from ..contract import CaptureSpec, Support, Target
 from ..engines import ENGINES, Engine
 from ..errors import ContractError, UsageError
@@ -16,10 +21,10 @@ from ..probes import resolve_probes
 
 __all__ = ["CheckOptions", "DEFAULT_EXAMPLES", "DEFAULT_STEPS"]
 
-#: examples per check when none is asked for (the pytest plugin's profiles set their own)
-DEFAULT_EXAMPLES = 50
-#: most batches in one drawn step sequence
-DEFAULT_STEPS = 4
+#: examples per check when none is asked for (:mod:`graphsafe.defaults`; a front end's profile sets its own)
+DEFAULT_EXAMPLES = defaults.EXAMPLES
+#: most batches in one drawn step sequence (:mod:`graphsafe.defaults`)
+DEFAULT_STEPS = defaults.STEPS
 
 
 @dataclass(frozen=True)
@@ -47,12 +52,12 @@ class CheckOptions:
     """
 
     spec: CaptureSpec | None = None
-    engine: str | Engine = "auto"
+    engine: str | Engine = defaults.ENGINE
     examples: int = DEFAULT_EXAMPLES
     steps: int = DEFAULT_STEPS
     capture_sizes: tuple[int, ...] | None = None
     probes: tuple[str, ...] | None = None
-    capture: Any = "explore"
+    capture: Any = defaults.CAPTURE
     support: Support | None = None
     tolerance: Tolerance = Tolerance()
     seed: int | None = None

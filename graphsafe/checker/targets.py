@@ -18,7 +18,11 @@ from .. import flashinfer
 from ..contract import CaptureSpec, Support, Target
 from ..errors import ContractError, UsageError
 
-__all__ = ["names", "lookup", "resolve_target", "validate_target", "target_name"]
+__all__ = ["names", "lookup", "resolve_target", "validate_target", "target_name", "expand", "GROUPS"]
+
+#: words that stand for several targets: ``all`` (the reference kernels and installed packages' entry
+#: points) and ``flashinfer`` (the FlashInfer targets, which need FlashInfer and a GPU)
+GROUPS = ("all", "flashinfer")
 
 
 def _entry_points() -> dict:
@@ -34,12 +38,22 @@ def _reference():
 
 
 def names() -> list[str]:
-    """Every registered target name, sorted."""
+    """Every name ``all`` stands for (the reference kernels and entry points; the FlashInfer targets are
+    :func:`graphsafe.flashinfer.names`), sorted."""
     return sorted(set(_entry_points()) | set(_reference().names()))
 
 
+def expand(word: str) -> list[str]:
+    """The target names a word stands for: a group (:data:`GROUPS`) or itself."""
+    if word == "all":
+        return names()
+    if word == "flashinfer":
+        return flashinfer.names()
+    return [word]
+
+
 def _unknown(name: str, why: str) -> UsageError:
-    close = difflib.get_close_matches(name, names(), n=3, cutoff=0.75)
+    close = difflib.get_close_matches(name, names() + flashinfer.names(), n=3, cutoff=0.75)
     if close:
         return UsageError(f"no registered target {name!r}; did you mean {' or '.join(close)}?")
     return UsageError(why)

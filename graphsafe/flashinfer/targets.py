@@ -214,8 +214,8 @@ class FlashInferTarget(Target):
 
 
 class Decode(FlashInferTarget):
-    """``BatchDecodeWithPagedKVCacheWrapper``, paged KV, GQA (8 query heads on 2 KV heads), one query
-    token per request; in CUDA-graph mode one wrapper per graph size on slices of the index buffers."""
+    """Safe: ``BatchDecodeWithPagedKVCacheWrapper`` in CUDA-graph mode, one wrapper per graph size on slices of
+    fixed index buffers (paged KV, GQA: 8 query heads on 2 KV heads, one query token per request)."""
 
     name = "flashinfer:decode"
     WRAPPER: ClassVar[str] = "BatchDecodeWithPagedKVCacheWrapper"
@@ -239,8 +239,8 @@ class Decode(FlashInferTarget):
 
 
 class Prefill(FlashInferTarget):
-    """``BatchPrefillWithPagedKVCacheWrapper``, paged KV, ragged query lengths, causal, mixed prefill and
-    decode.  A graph's query covers ``size * max_query_len`` rows; FlashInfer's CUDA-graph mode fixes the
+    """Safe: ``BatchPrefillWithPagedKVCacheWrapper`` in CUDA-graph mode, ragged query lengths, causal,
+    prefill and decode mixed.  A graph's query covers ``size * max_query_len`` rows; FlashInfer's CUDA-graph mode fixes the
     total at the first plan and its ``run()`` wants ``q.shape[0] == qo_indptr[-1]``, so one padding
     request past the graph's slots takes the rows the live requests leave (its keys: the null block 0)."""
 
@@ -282,9 +282,9 @@ class Prefill(FlashInferTarget):
 
 
 class MLA(FlashInferTarget):
-    """``mla.BatchMLAPagedAttentionWrapper`` (DeepSeek's absorbed MLA): a compressed KV cache (512) and a
-    RoPE part (64), 16 heads, one query token per request (FlashInfer's CUDA-graph plans keep query
-    offsets and lengths fixed); padded requests keep their query row and get no KV."""
+    """Safe: ``mla.BatchMLAPagedAttentionWrapper`` in CUDA-graph mode, one query token per request (FlashInfer's
+    graph plans keep query offsets and lengths fixed).  DeepSeek's absorbed MLA: a compressed KV cache (512)
+    and a RoPE part (64), 16 heads; padded requests keep their query row and get no KV."""
 
     name = "flashinfer:mla"
     WRAPPER: ClassVar[str] = "mla.BatchMLAPagedAttentionWrapper"

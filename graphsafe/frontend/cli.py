@@ -4,10 +4,10 @@
 
     graphsafe check TARGET... [--engine E] [--examples N] [--steps N] [--probes P1,P2]
                               [--capture-sizes 1,2,4] [--report-dir DIR] [--seed S] [--profile P]
-                              [--isolate] [--timeout SECONDS] [--expected] [--debug]
+                              [--isolate | --no-isolate] [--timeout SECONDS] [--expected] [--debug]
     graphsafe audit TARGET... [--engine E] [--examples N] [--capture worst,minimal] [--report-dir DIR]
     graphsafe list
-    graphsafe repro PATH [--engine E]
+    graphsafe repro PATH [--engine E] [--timeout SECONDS]
 
 ``check`` runs every target once with every selected probe and prints a table: one row per
 target, one column per probe, a cell is ``ok``, the kind of the finding that probe made, or
@@ -15,6 +15,11 @@ target, one column per probe, a cell is ``ok``, the kind of the finding that pro
 (``target-error``, ``replay-mismatch``) go to the last column, ``other``; ``CRASH``, ``TIMEOUT``
 and ``ERROR`` rows are targets that could not be checked.  Then each finding's summary.
 Progress goes to stderr.
+
+On the cuda engine (``auto`` with a GPU visible included) each target is checked in a process of its
+own unless ``--no-isolate`` says otherwise: a device-side assert or an illegal access breaks the whole
+process's CUDA context, and every later target with it.  Options are resolved by
+:func:`graphsafe.frontend.options.resolve`, as every front end's.
 
 Exit status (the highest that applies to any target): 0 no findings, 1 findings, 2 a usage or
 contract error, 3 a target failed to run (raised, crashed, timed out, ran out of memory), 4 an
@@ -35,9 +40,10 @@ import traceback
 import warnings
 from typing import Any, Sequence
 
+from .. import defaults
 from .._version import __version__
 from ..capture.policies import POLICIES
-from ..checker import CheckOptions, lookup, names, resolve_target, validate_target
+from ..checker import CheckOptions, expand, lookup, names, resolve_target, validate_target
 from ..checker.audit import AUDIT_CAPTURE
 from ..engines import ENGINES
 from ..errors import (
@@ -45,13 +51,14 @@ from ..errors import (
     internal,
 )
 from ..findings import CheckResult
+from ..flashinfer import requirement as flashinfer_requirement
 from ..probes import PROBES
 from ..reports import repro_main
 from ..reports.jsonio import read_data
 from . import console
 from . import options as o
 from .devices import engine_problem, prepare_engine
-from .inprocess import RunOptions
+from .options import RunOptions
 from .runner import audit, run
 from .sandbox import close_all, get_sandbox
 
@@ -72,24 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Capture each TARGET, replay drawn step sequences and report hazards.")
     c.add_argument("targets", nargs="+", metavar="TARGET",
                    help="'module:Class', a registered name (see 'graphsafe list'), or 'all'")
-    c.add_argument("--engine", default="auto", help="auto (default), cuda or emulate")
+    c.add_argument("--engine", default=None, help="auto (default: cuda when a GPU is visible, else emulate), cuda "
+                                                  "or emulate")
     c.add_argument("--examples", default=None, metavar="N",
-                   help=f"Hypothesis examples per target (default: the --profile's, else {CheckOptions.examples})")
-    c.add_argument("--steps", default=None, metavar="N", help=f"most batches per step sequence (default {CheckOptions.steps})")
+                   help=f"Hypothesis examples per target (default: the --profile's, else {defaults.EXAMPLES})")
+    c.add_argument("--steps", default=None, metavar="N", help=f"most batches per step sequence (default {defaults.STEPS})")
     c.add_argument("--probes", default=None, metavar="P1,P2",
                    help=f"finding kinds to report (default: all): {', '.join(PROBES)}")
     c.add_argument("--capture-sizes", default=None, metavar="1,2,4", help="capture sizes (default: the target's)")
     c.add_argument("--capture", default=None, metavar="POLICIES",
-                   help=f"how graphs are captured: explore (default) or some of {', '.join(POLICIES)}")
+                   help=f"how graphs are captured: {defaults.CAPTURE} (default) or some of {', '.join(POLICIES)}")
     c.add_argument("--report-dir", default=None, metavar="DIR", help="write a report for each finding under DIR")
     c.add_argument("--seed", default=None, metavar="S", help="Hypothesis seed")
     c.add_argument("--profile", default=None, metavar="P",
                    help="Hypothesis profile: fast, ci or thorough (default: Hypothesis' current settings)")
-    c.add_argument("--isolate", action="store_true",
+    c.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                    help="check each target in a process of its own: a crash or hang marks its row CRASH or "
-                        "TIMEOUT and the run goes on")
+                        "TIMEOUT and the run goes on (default: on where checks run on CUDA, where one crash breaks "
+                        "the process's CUDA context for every later target; off on the emulator)")
     c.add_argument("--timeout", default=None, metavar="SECONDS",
-                   help=f"seconds a target's check may take before it is stopped (default {o.DEFAULT_TIMEOUT_S:g})")
+                   help=f"seconds a target's check may take before it is stopped (default {defaults.TIMEOUT_S:g})")
     c.add_argument("--expected", action="store_true",
                    help="compare each target's findings with its 'expected' attribute (the reference kernels): "
                         "exit 0 when every verdict is the expected one")
@@ -100,13 +109,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "each capture policy, and compare the highest safe Support level with the "
                                    "declared one. Exit 1 when a declared level is higher than the safe one.")
     a.add_argument("targets", nargs="+", metavar="TARGET", help="'module:Class', a registered name, or 'all'")
-    a.add_argument("--engine", default="auto", help="auto (default), cuda or emulate")
-    a.add_argument("--examples", default=None, metavar="N", help="Hypothesis examples per cell (default 20)")
+    a.add_argument("--engine", default=None, help="auto (default), cuda or emulate")
+    a.add_argument("--examples", default=None, metavar="N",
+                   help=f"Hypothesis examples per cell (default {defaults.AUDIT_EXAMPLES})")
     a.add_argument("--capture", default=",".join(AUDIT_CAPTURE), metavar="POLICIES",
                    help=f"capture policies, the table's columns (default {','.join(AUDIT_CAPTURE)})")
     a.add_argument("--report-dir", default=None, metavar="DIR", help="write <target>/audit.md and audit.json under DIR")
     a.add_argument("--seed", default=None, metavar="S", help="Hypothesis seed")
-    a.add_argument("--isolate", action="store_true", help="run each cell's check in the target's own process")
+    a.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
+                   help="run each cell's check in the target's own process (default: on where checks run on CUDA)")
     a.add_argument("--timeout", default=None, metavar="SECONDS", help="seconds one cell's check may take")
 
     sub.add_parser("list", help="list registered targets", description="Registered targets, one per line.")
@@ -114,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("repro", help="rerun a finding's report", description="Rerun the step sequence of a report.")
     r.add_argument("path", metavar="PATH", help="a report directory (or its repro file)")
     r.add_argument("--engine", default=None, help="auto, cuda or emulate (default: the engine the report recorded)")
+    r.add_argument("--timeout", default=None, metavar="SECONDS",
+                   help=f"seconds before a hanging replay is stopped (default {defaults.TIMEOUT_S:g})")
     return p
 
 
@@ -167,24 +180,17 @@ def _usage(msg: str) -> int:
 
 
 # -- check -------------------------------------------------------------------------------------
-def _options(args: argparse.Namespace) -> tuple[CheckOptions, RunOptions]:
-    engine = o.parse_engine(args.engine, "--engine")
-    profile = None if args.profile is None else o.profile_name(args.profile)
-    examples = None if args.examples is None else o.parse_int(args.examples, "--examples")
-    if profile is not None and examples is None:
-        examples = o.default_examples(profile)
-    check = CheckOptions.build(
-        engine=engine, examples=examples,
-        steps=None if args.steps is None else o.parse_int(args.steps, "--steps"),
-        seed=None if args.seed is None else o.parse_int(args.seed, "--seed", minimum=0),
-        capture_sizes=o.parse_sizes(args.capture_sizes, "--capture-sizes"),
-        probes=o.parse_probes(args.probes, "--probes"),
-        capture=o.parse_capture(args.capture, "--capture"),
-    )
-    timeout = o.DEFAULT_TIMEOUT_S if args.timeout is None else o.parse_timeout(args.timeout, "--timeout")
-    run_opts = RunOptions(isolate="target" if args.isolate else "none", timeout=timeout,
-                          report_dir=args.report_dir, profile=profile)
-    return check, run_opts
+def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, o.Given]:
+    """The options given on the command line, as text (``--isolate``/``--no-isolate`` as a mode)."""
+    out = {n: o.Given(getattr(args, n), "--" + n.replace("_", "-"), text=True) for n in names
+           if getattr(args, n, None) is not None}
+    if args.isolate is not None:
+        out["isolate"] = o.Given("target" if args.isolate else "none", "--isolate" if args.isolate else "--no-isolate")
+    return out
+
+
+def _engine(args: argparse.Namespace) -> str:
+    return o.parse_engine(args.engine if args.engine is not None else defaults.ENGINE, "--engine")
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -193,12 +199,14 @@ def _check(args: argparse.Namespace) -> int:
     warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype feature")
     if os.getcwd() not in sys.path:  # 'graphsafe check mymod:Cls' from mymod's folder, as 'python -m' does
         sys.path.insert(0, os.getcwd())
-    engine = o.parse_engine(args.engine, "--engine")
+    engine = _engine(args)
     prepare_engine(engine)  # before any target (and its kernels) is imported
     problem = engine_problem(engine)
     if problem:
         return _usage(problem)
-    check, run_opts = _options(args)
+    resolved = o.resolve(_given(args, ("engine", "examples", "steps", "seed", "capture_sizes", "probes", "capture",
+                                       "timeout", "report_dir", "profile")), "cli")
+    check, run_opts = resolved.check, resolved.run
     targets = o.expand_targets(args.targets)
     if not targets:
         return _usage("no targets registered ('all' matched nothing)")
@@ -315,12 +323,8 @@ class _InterruptLatch:
 
 
 # -- audit -------------------------------------------------------------------------------------
-#: examples per audit cell when none is asked for: an audit runs one check per cell
-AUDIT_EXAMPLES = 20
-
-
 def _audit(args: argparse.Namespace) -> int:
-    engine = o.parse_engine(args.engine, "--engine")
+    engine = _engine(args)
     prepare_engine(engine)
     problem = engine_problem(engine)
     if problem:
@@ -328,10 +332,9 @@ def _audit(args: argparse.Namespace) -> int:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     capture = o.parse_capture(args.capture, "--capture") or AUDIT_CAPTURE
-    opts = CheckOptions.build(
-        engine=engine, examples=AUDIT_EXAMPLES if args.examples is None else o.parse_int(args.examples, "--examples"),
-        seed=None if args.seed is None else o.parse_int(args.seed, "--seed", minimum=0), database=False)
-    timeout = o.DEFAULT_TIMEOUT_S if args.timeout is None else o.parse_timeout(args.timeout, "--timeout")
+    given = _given(args, ("engine", "examples", "seed", "timeout"))
+    resolved = o.resolve({**given, "database": o.Given(False, "database")}, "cli-audit")
+    opts, timeout, isolate = resolved.check, resolved.run.timeout, resolved.run.isolate
     names_ = o.expand_targets(args.targets)
     classes = {}
     for name in names_:
@@ -344,8 +347,8 @@ def _audit(args: argparse.Namespace) -> int:
     for i, name in enumerate(names_, 1):
         print(f"[{i}/{len(names_)}] auditing {name} under {','.join(capture)} capture ...", file=sys.stderr, flush=True)
         try:
-            result = audit(classes[name], opts, capture=capture, report_dir=args.report_dir,
-                           isolate="target" if args.isolate else "none", timeout=timeout)
+            result = audit(classes[name], opts, capture=capture, report_dir=args.report_dir, isolate=isolate,
+                           timeout=timeout)
         except GraphsafeError as e:
             print(f"graphsafe: error: {name}: {o.one_line(e)}", file=sys.stderr)
             status = max(status, exit_code(e))
@@ -358,9 +361,9 @@ def _audit(args: argparse.Namespace) -> int:
 # -- list --------------------------------------------------------------------------------------
 def _list() -> int:
     prepare_engine("auto")  # listing imports the reference kernels
-    all_names = names()
-    width = max((len(n) for n in all_names), default=0)
-    for name in all_names:
+    all_names, fi_names = names(), expand("flashinfer")
+    width = max((len(n) for n in all_names + fi_names), default=0)
+    for name in all_names + fi_names:
         try:
             cls = lookup(name)
         except Exception as e:  # noqa: BLE001 - one broken target must not hide the others
@@ -371,6 +374,9 @@ def _list() -> int:
         if has_expected:
             line += f"  [expected: {getattr(expected, 'value', expected) or 'ok'}]"
         print(line)
+    missing = flashinfer_requirement()
+    print(f"\nthe flashinfer:* targets (group 'flashinfer', not in 'all') " +
+          (f"cannot run here: {missing}" if missing else "can run here"))
     return 0
 
 
@@ -394,8 +400,9 @@ def _recorded_engine(path: str) -> str:
 
 def _repro(args: argparse.Namespace) -> int:
     engine = None if args.engine is None else o.parse_engine(args.engine, "--engine")
+    timeout = defaults.TIMEOUT_S if args.timeout is None else o.parse_timeout(args.timeout, "--timeout")
     prepare_engine(engine or _recorded_engine(args.path))
-    return int(repro_main(args.path, engine))
+    return int(repro_main(args.path, engine, timeout=timeout))
 
 
 if __name__ == "__main__":

@@ -12,46 +12,18 @@ too, with a one-line message that says which (``graphsafe: contract error: ...``
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
+import warnings
 from typing import Any
 
 import pytest
 
-from ..checker import CheckOptions
 from ..errors import ContractError, GraphsafeError, TargetFailure, UsageError
 from ..findings import CheckResult
 from . import options as o
 from .devices import engine_problem
-from .inprocess import RunOptions
 from .runner import run
 
-__all__ = ["GraphsafeFixture", "failure_text", "failure_line", "error_text", "split_options"]
-
-_CHECK_KEYS = tuple(f.name for f in dataclasses.fields(CheckOptions))
-_RUN_KEYS = tuple(f.name for f in dataclasses.fields(RunOptions))
-
-
-def split_options(params: dict[str, Any]) -> tuple[CheckOptions, RunOptions]:
-    """Marker and ``check()`` keywords as the two option objects; a :class:`UsageError` for a typo."""
-    for key in params:
-        if key not in _CHECK_KEYS + _RUN_KEYS:
-            close = difflib.get_close_matches(key, _CHECK_KEYS + _RUN_KEYS, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(_CHECK_KEYS + _RUN_KEYS)}"
-            raise UsageError(f"unknown graphsafe option {key!r}{hint}")
-    profile = o.profile_name(params.get("profile"))
-    check = {k: params[k] for k in _CHECK_KEYS if k in params}
-    if check.get("examples") is None:
-        check["examples"] = o.default_examples(profile)
-    if isinstance(check.get("capture_sizes"), list):
-        check["capture_sizes"] = tuple(check["capture_sizes"])
-    if check.get("engine") is not None and isinstance(check["engine"], str):
-        check["engine"] = o.parse_engine(check["engine"])
-    isolate = o.parse_isolate(params.get("isolate") or "none", "isolate")
-    timeout = params.get("timeout")
-    timeout = o.DEFAULT_TIMEOUT_S if timeout is None else o.parse_timeout(timeout, "timeout")
-    return (CheckOptions.build(**check),
-            RunOptions(isolate=isolate, timeout=timeout, report_dir=params.get("report_dir"), profile=profile))
+__all__ = ["GraphsafeFixture", "failure_text", "failure_line", "error_text", "marker_given"]
 
 
 def failure_text(result: CheckResult, header: str | None = None) -> str:
@@ -85,29 +57,35 @@ def error_text(e: GraphsafeError) -> str:
 class GraphsafeFixture:
     """What the ``graphsafe`` fixture returns.
 
-    ``check(target, **kwargs)`` runs a check with the run's defaults (engine, examples, steps,
-    report dir, profile), overridden by the test's ``@pytest.mark.graphsafe(...)`` keywords and then
-    by ``kwargs`` (any :class:`~graphsafe.checker.CheckOptions` field, plus ``isolate``, ``timeout``,
-    ``report_dir`` and ``profile``).  It fails the test with the findings (no traceback) when the
-    result is not ok and returns the :class:`graphsafe.CheckResult` otherwise.  ``isolate="target"``
-    runs the check in the target's own process; the default, ``"none"``, in the test's process,
-    ``timeout`` seconds at most either way.
+    ``check(target, **kwargs)`` runs a check with the run's options (``--graphsafe-engine``, ini keys,
+    ...), overridden by the test's ``@pytest.mark.graphsafe(...)`` keywords and then by ``kwargs``
+    (any :class:`~graphsafe.checker.CheckOptions` field, plus ``isolate``, ``timeout``,
+    ``report_dir`` and ``profile``), all resolved by :func:`graphsafe.frontend.options.resolve`.
+    It fails the test with the findings (no traceback) when the result is not ok and returns the
+    :class:`graphsafe.CheckResult` otherwise.  ``isolate="target"`` runs the check in the target's
+    own process; the default, ``"none"``, in the test's process, ``timeout`` seconds at most either way.
     """
 
-    def __init__(self, defaults: dict[str, Any]):
-        self.defaults = dict(defaults)
+    def __init__(self, given: dict[str, Any]):
+        # Given values as the plugin collects them; plain values count as keywords
+        self.given = {k: v if isinstance(v, o.Given) else o.Given(v, f"{k}=") for k, v in given.items()}
         self.results: list[CheckResult] = []
 
     def check(self, target: Any, **kwargs: Any) -> CheckResult:
         msg = None
+        isolated = False
         try:
-            check, run_opts = split_options({**self.defaults, **kwargs})
-            problem = engine_problem(check.engine if isinstance(check.engine, str) else "auto")
+            resolved = o.resolve({**self.given, **o.keywords(kwargs)}, "fixture")
+            isolated = resolved.run.isolate == "target"
+            problem = engine_problem(o.engine_name(resolved.check))
             if problem:
                 raise UsageError(problem)
-            result = run(target, check, run_opts)
+            with warnings.catch_warnings():
+                # graphsafe's CUDA pre-screen turns on torch's sync debug mode, which warns that it is a prototype
+                warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype feature")
+                result = run(target, resolved.check, resolved.run)
         except TargetFailure as e:
-            msg = failure_line(e, run_opts.isolate == "target")
+            msg = failure_line(e, isolated)
         except (UsageError, ContractError) as e:
             msg = error_text(e)
         if msg is not None:  # outside the except block: no chained traceback in the report
@@ -118,15 +96,15 @@ class GraphsafeFixture:
         return result
 
     def __repr__(self) -> str:
-        return f"<graphsafe fixture {self.defaults}>"
+        return f"<graphsafe fixture {({k: g.value for k, g in self.given.items()})}>"
 
 
-def marker_defaults(node: pytest.Item, defaults: dict[str, Any]) -> dict[str, Any]:
-    """``defaults`` updated by the node's ``graphsafe`` markers, the closest last."""
-    out = dict(defaults)
+def marker_given(node: pytest.Item) -> dict[str, o.Given]:
+    """The keywords of the node's ``graphsafe`` markers, the closest last (it wins)."""
+    out: dict[str, o.Given] = {}
     for mark in reversed(list(node.iter_markers("graphsafe"))):
         if mark.args:
             pytest.fail("graphsafe: @pytest.mark.graphsafe takes keyword arguments only, "
                         f"e.g. @pytest.mark.graphsafe(examples=20); got {mark.args!r}", pytrace=False)
-        out.update(mark.kwargs)
+        out.update(o.keywords(mark.kwargs, "@pytest.mark.graphsafe({}=...)"))
     return out

@@ -14,55 +14,17 @@ import signal
 import sys
 import threading
 import traceback
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..checker import CheckOptions, Progress, run_check
 from ..engines.userframe import innermost_user_frame
-from ..errors import TargetTimeout, UsageError
+from ..errors import TargetTimeout
 from ..findings import CheckResult
 from ..reports import prune_stale, report_path, write_report
-from .options import DEFAULT_TIMEOUT_S, ISOLATION, hypothesis_profile, one_line
+from .options import RunOptions, check_report_dir, one_line
+from .profiles import hypothesis_profile
 
 __all__ = ["RunOptions", "run_here", "write_reports", "check_report_dir", "deadline"]
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How one check runs, beside what it checks (:class:`~graphsafe.checker.CheckOptions`).
-
-    * ``isolate``: ``"none"`` (this process) or ``"target"`` (a process of the target's own);
-    * ``timeout``: seconds before the check is stopped (a hung target), in every mode;
-    * ``report_dir``: write a report per finding there (checked before the check runs);
-    * ``profile``: the Hypothesis profile to load for the check (None: the current settings).
-    """
-
-    isolate: str = "none"
-    timeout: float = DEFAULT_TIMEOUT_S
-    report_dir: str | None = None
-    profile: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.isolate not in ISOLATION:
-            raise UsageError(f"isolate: unknown isolation {self.isolate!r}; choose one of {', '.join(ISOLATION)}")
-        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not self.timeout > 0:
-            raise UsageError(f"timeout: must be a number of seconds > 0, got {self.timeout!r}")
-        if self.report_dir is not None:
-            object.__setattr__(self, "report_dir", check_report_dir(self.report_dir))
-
-
-def check_report_dir(path: str | os.PathLike) -> str:
-    """``path`` made absolute, after checking that reports can be written there (:class:`UsageError`)."""
-    p = Path(os.path.expanduser(os.fspath(path))).resolve()
-    if p.exists() and not p.is_dir():
-        raise UsageError(f"report directory {os.fspath(path)!r} is a file; give a directory")
-    existing = p
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"report directory {os.fspath(path)!r} cannot be written ({existing} is not writable)")
-    return str(p)
 
 
 class _Deadline(BaseException):

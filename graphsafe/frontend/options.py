@@ -1,47 +1,59 @@
-"""Options as front ends take them: parsing (one line per bad value), and graphsafe's Hypothesis profiles.
+"""Every front end's options, resolved in one place.
 
-The command line and the pytest plugin read strings (``"1,2,4"``, ``"stale-pointer,lazy-init"``,
-``"90"``); these functions turn them into values or raise a :class:`~graphsafe.errors.UsageError`
-that names the option.  Nothing here imports a target; :func:`expand_targets` asks the registry
-only for ``all``.
+The command line, the pytest plugin's items, the ``graphsafe`` fixture with its marker, and
+:func:`graphsafe.check` / :func:`graphsafe.audit` each collect what the user wrote as
+:class:`Given` values (option name -> value, where it was written, whether it is text to parse),
+and :func:`resolve` turns them into the two objects one check runs with: a
+:class:`~graphsafe.CheckOptions` (what is checked) and a :class:`RunOptions` (where, how long,
+which Hypothesis profile, where reports go).  What a front end decides when the user does not say
+is its :data:`FRONTS` row; every other default is in :mod:`graphsafe.defaults`.
+
+Text (``"1,2,4"``, ``"stale-pointer,lazy-init"``, ``"90"``) from a command line or an ini file is
+parsed here, each bad value a one-line :class:`~graphsafe.errors.UsageError` that names the option
+as the user wrote it; Python values (keywords, markers) go to the option objects as they are,
+which validate them.  Nothing here imports a target; :func:`expand_targets` asks the registry only
+for ``all``.
+
+Example::
+
+    resolved = resolve({"examples": Given("20", "--examples", text=True)}, "cli")
+    resolved.check.examples, resolved.run.isolate   # 20, "target" on a GPU machine, else "none"
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import os
 import re
-from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
 
-from hypothesis import settings
-
+from .. import defaults
 from ..capture.policies import resolve_capture
-from ..checker import names as registered_names
+from ..checker import CheckOptions
+from ..checker import expand as expand_group
 from ..engines import ENGINES
 from ..errors import UsageError
 from ..probes import PROBES
+from .devices import uses_cuda
+from .profiles import (
+    PROFILES, default_examples, default_profile, env_is_ci, hypothesis_profile, profile_name, register_profiles,
+)
 
 __all__ = [
-    "PROFILES", "ISOLATION", "DEFAULT_TIMEOUT_S", "parse_engine", "parse_int", "parse_sizes", "parse_probes",
-    "parse_isolate", "parse_timeout", "parse_capture", "expand_targets", "profile_name", "default_profile", "default_examples",
-    "env_is_ci", "register_profiles", "hypothesis_profile", "one_line",
+    "Given", "Front", "FRONTS", "Resolved", "RunOptions", "resolve", "keywords", "CHECK_KEYS", "RUN_KEYS",
+    "pytest_given", "pytest_targets", "pytest_audit", "engine_name",
+    "check_report_dir", "PROFILES", "ISOLATION", "parse_engine", "parse_int", "parse_sizes", "parse_probes",
+    "parse_isolate", "parse_timeout", "parse_capture", "expand_targets", "profile_name", "default_profile",
+    "default_examples", "env_is_ci", "register_profiles", "hypothesis_profile", "one_line",
 ]
 
-#: where checks run: ``none`` in the calling process, ``target`` in one sandbox process per target
-ISOLATION = ("none", "target")
-
-#: seconds one isolated check may take before its process is killed
-DEFAULT_TIMEOUT_S = 600.0
-
-#: short name -> (Hypothesis profile, default number of examples)
-PROFILES: dict[str, tuple[str, int]] = {
-    "fast": ("graphsafe-fast", 10),
-    "ci": ("graphsafe-ci", 25),
-    "thorough": ("graphsafe-thorough", 200),
-}
+ISOLATION = defaults.ISOLATION
 
 
-# -- parsing -----------------------------------------------------------------------------
+# -- parsing text ----------------------------------------------------------------------------
 def one_line(msg: Any) -> str:
     """Collapse a (possibly multi-line) message into one line."""
     return re.sub(r"\s*\n\s*", " ", str(msg)).strip()
@@ -131,77 +143,208 @@ def parse_capture(value: Any, where: str = "capture") -> tuple[str, ...] | None:
 
 
 def expand_targets(values: Iterable[str]) -> list[str]:
-    """Target names in the given order, de-duplicated; ``all`` expands to every registered name (sorted)."""
+    """Target names in the given order, de-duplicated; ``all`` expands to every registered name (sorted),
+    ``flashinfer`` to the FlashInfer targets."""
     out: list[str] = []
     for v in _split(list(values)):
-        if v == "all":
-            new = registered_names()
-        else:
-            new = [v]
-        out.extend(n for n in new if n not in out)
+        out.extend(n for n in expand_group(v) if n not in out)
     return out
 
 
-# -- Hypothesis profiles -------------------------------------------------------------------
-def env_is_ci() -> bool:
-    """True when the ``CI`` environment variable is set to a true value."""
-    v = os.environ.get("CI")
-    return v is not None and v.strip().lower() not in ("", "0", "false", "no", "off")
+# -- how a check runs ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunOptions:
+    """How one check runs, beside what it checks (:class:`~graphsafe.checker.CheckOptions`).
 
-
-def default_profile() -> str:
-    return "ci" if env_is_ci() else "fast"
-
-
-def profile_name(value: Any = None) -> str:
-    """The Hypothesis profile for ``fast``/``ci``/``thorough`` (or ``graphsafe-...``); ``None``: by ``CI``."""
-    if value is None or str(value).strip() == "":
-        value = default_profile()
-    v = str(value).strip().lower()
-    if v.startswith("graphsafe-"):
-        v = v[len("graphsafe-"):]
-    if v not in PROFILES:
-        raise UsageError(f"profile: unknown profile {value!r}; choose one of {', '.join(PROFILES)}")
-    return PROFILES[v][0]
-
-
-def default_examples(profile: str) -> int:
-    """Examples per check when none were asked for: the profile's (fast 10, ci 25, thorough 200)."""
-    for full, n in PROFILES.values():
-        if full == profile:
-            return n
-    return PROFILES["fast"][1]
-
-
-def register_profiles() -> None:
-    """Register ``graphsafe-fast``, ``graphsafe-ci`` and ``graphsafe-thorough`` (idempotent).
-
-    They derive from Hypothesis' built-in ``default`` profile, not from
-    whatever is loaded, so the same name means the same settings everywhere.
+    * ``isolate``: ``"none"`` (this process) or ``"target"`` (a process of the target's own);
+    * ``timeout``: seconds before the check is stopped (a hung target), in every mode;
+    * ``report_dir``: write a report per finding there (checked before the check runs);
+    * ``profile``: the Hypothesis profile to load for the check (None: the current settings).
     """
-    base = settings.get_profile("default")
-    settings.register_profile("graphsafe-fast", parent=base, max_examples=10, deadline=None)
-    settings.register_profile(
-        "graphsafe-ci", parent=base, max_examples=25, deadline=None, derandomize=True, database=None, print_blob=False
-    )
-    settings.register_profile("graphsafe-thorough", parent=base, max_examples=200, deadline=None)
+
+    isolate: str = "none"
+    timeout: float = defaults.TIMEOUT_S
+    report_dir: str | None = None
+    profile: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.isolate not in ISOLATION:
+            raise UsageError(f"isolate: unknown isolation {self.isolate!r}; choose one of {', '.join(ISOLATION)}")
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not self.timeout > 0:
+            raise UsageError(f"timeout: must be a number of seconds > 0, got {self.timeout!r}")
+        if self.report_dir is not None:
+            object.__setattr__(self, "report_dir", check_report_dir(self.report_dir))
 
 
-@contextmanager
-def hypothesis_profile(name: str) -> Iterator[None]:
-    """Load a Hypothesis profile for the duration of one check, then put the previous one back.
+def check_report_dir(path: str | os.PathLike) -> str:
+    """``path`` made absolute, after checking that reports can be written there (:class:`UsageError`)."""
+    p = Path(os.path.expanduser(os.fspath(path))).resolve()
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"report directory {os.fspath(path)!r} is a file; give a directory")
+    existing = p
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"report directory {os.fspath(path)!r} cannot be written ({existing} is not writable)")
+    return str(p)
 
-    ``graphsafe.check`` derives its settings from ``settings.default``, so
-    this is what makes the profile apply to graphsafe's checks only (and win
-    over the ``ci`` profile Hypothesis loads by itself when ``CI`` is set).
+
+# -- resolution -----------------------------------------------------------------------------------
+#: options that go to :class:`~graphsafe.CheckOptions`, and those that go to :class:`RunOptions`
+CHECK_KEYS = tuple(f.name for f in dataclasses.fields(CheckOptions))
+RUN_KEYS = tuple(f.name for f in dataclasses.fields(RunOptions))
+
+
+@dataclass(frozen=True)
+class Given:
+    """One option as the user gave it: the value, where (``"--steps"``, ``"ini graphsafe_steps"``,
+    ``"steps="``) for messages, and whether it is text to parse (a command line, an ini file)."""
+
+    value: Any
+    where: str
+    text: bool = False
+
+
+@dataclass(frozen=True)
+class Front:
+    """What one front end decides when the user does not say.
+
+    * ``isolate``: ``"none"``, ``"target"``, or ``"auto"``: ``"target"`` where checks run on CUDA (a
+      device-side assert or an illegal access breaks the whole process's CUDA context, and every
+      later check in it), else ``"none"``;
+    * ``profile``: ``None`` keeps Hypothesis' current settings; ``"by-ci"`` loads ``ci`` when ``$CI`` is
+      true, else ``fast``;
+    * ``examples``: when neither a number nor a profile is given (None: :data:`graphsafe.defaults.EXAMPLES`).
     """
-    register_profiles()
-    prev = settings.get_current_profile_name()
-    settings.load_profile(name)
-    try:
-        yield
-    finally:
+
+    isolate: str
+    profile: str | None
+    examples: int | None = None
+
+
+FRONTS: dict[str, Front] = {
+    "api": Front(isolate="none", profile=None),  # graphsafe.check(): see its docstring for why
+    "audit": Front(isolate="none", profile=None, examples=defaults.AUDIT_EXAMPLES),  # graphsafe.audit()
+    "cli": Front(isolate="auto", profile=None),  # graphsafe check
+    "cli-audit": Front(isolate="auto", profile=None, examples=defaults.AUDIT_EXAMPLES),  # graphsafe audit
+    "plugin": Front(isolate="target", profile="by-ci"),  # --graphsafe items
+    "fixture": Front(isolate="none", profile="by-ci"),  # the graphsafe fixture and marker
+}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One front end's options, resolved: ``examples_given`` says whether the count was asked for."""
+
+    check: CheckOptions
+    run: RunOptions
+    examples_given: bool
+
+
+def _seed(value: Any, where: str) -> int:
+    return parse_int(value, where, minimum=0)
+
+
+_TEXT = {"engine": parse_engine, "examples": parse_int, "steps": parse_int, "seed": _seed,
+         "capture_sizes": parse_sizes, "capture": parse_capture, "probes": parse_probes, "isolate": parse_isolate,
+         "timeout": parse_timeout}
+
+
+def _unknown(name: str) -> UsageError:
+    known = CHECK_KEYS + RUN_KEYS
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(known)}"
+    return UsageError(f"unknown graphsafe option {name!r}{hint}")
+
+
+def _value(name: str, given: Given) -> Any:
+    v = given.value
+    if given.text and name in _TEXT:
+        return _TEXT[name](v, given.where)
+    if name == "capture_sizes" and isinstance(v, Iterable) and not isinstance(v, (str, tuple)):
+        return tuple(v)
+    return v
+
+
+def resolve(given: Mapping[str, Given], front: str) -> Resolved:
+    """``given`` (option name -> :class:`Given`; a None value counts as not given) for the front end
+    ``front`` (a key of :data:`FRONTS`) as the options one check runs with.  A typo, an unknown
+    value or an unusable report folder is a :class:`~graphsafe.errors.UsageError`."""
+    row = FRONTS[front]
+    values: dict[str, Any] = {}
+    for name, g in given.items():
+        if name not in CHECK_KEYS + RUN_KEYS:
+            raise _unknown(name)
+        if g.value is not None:
+            values[name] = _value(name, g)
+            if values[name] is None:  # empty text: not given
+                del values[name]
+    profile = None
+    if "profile" in values or row.profile == "by-ci":
         try:
-            settings.load_profile(prev)
-        except Exception:  # pragma: no cover - the previous profile vanished
-            settings.load_profile("default")
+            profile = profile_name(values.get("profile"))
+        except UsageError as e:
+            where = given["profile"].where.rstrip("=") if "profile" in given else "profile"
+            raise UsageError(f"{where}: {str(e).removeprefix('profile: ')}") from None
+    examples_given = "examples" in values
+    if not examples_given:
+        values["examples"] = default_examples(profile) if profile else (row.examples or defaults.EXAMPLES)
+    check = CheckOptions.build(**{k: values.get(k) for k in CHECK_KEYS})
+    isolate = values.get("isolate", row.isolate)
+    if isolate == "auto":
+        isolate = "target" if isinstance(check.engine, str) and uses_cuda(check.engine) else "none"
+    run = RunOptions(isolate=isolate, timeout=values.get("timeout", defaults.TIMEOUT_S),
+                     report_dir=values.get("report_dir"), profile=profile)
+    return Resolved(check, run, examples_given)
+
+
+def keywords(params: Mapping[str, Any], where: str = "{}=") -> dict[str, Given]:
+    """Python keyword values (``graphsafe.check(...)``, a marker) as :class:`Given` values."""
+    return {k: Given(v, where.format(k)) for k, v in params.items()}
+
+
+def pytest_given(config: Any, early: bool = False) -> dict[str, Given]:
+    """The ``--graphsafe-*`` options and ``graphsafe_*`` ini keys of a pytest run (the command line wins).
+
+    ``early``: from ``config.known_args_namespace`` (in ``pytest_load_initial_conftests``, before
+    ``config.option`` is filled in).  A relative ini report folder is relative to the ini file.
+    """
+    ns = config.known_args_namespace if early else config.option
+    out: dict[str, Given] = {}
+    for name in CHECK_KEYS + RUN_KEYS:
+        flag = "--graphsafe-" + name.replace("_", "-")
+        value = getattr(ns, f"graphsafe_{name}", None)
+        if value is not None:
+            out[name] = Given(value, flag, text=True)
+            continue
+        try:
+            ini = config.getini(f"graphsafe_{name}")
+        except (ValueError, KeyError):  # not an ini key of the plugin (or registered after the ini was read)
+            continue
+        if ini not in (None, "", []):
+            out[name] = Given(ini, f"ini graphsafe_{name}", text=True)
+    if "report_dir" in out:  # absolute, so that every xdist worker writes to the same folder
+        given = out["report_dir"]
+        base = config.invocation_params.dir
+        if given.where.startswith("ini") and config.inipath is not None:
+            base = config.inipath.parent
+        path = (Path(base) / os.path.expanduser(str(given.value))).resolve()
+        out["report_dir"] = Given(str(path), given.where)
+    return out
+
+
+def pytest_targets(config: Any) -> list[str]:
+    """The ``--graphsafe`` targets of a pytest run (else the ini's ``graphsafe_targets``), expanded."""
+    targets = config.option.graphsafe_targets
+    return expand_targets(targets if targets is not None else config.getini("graphsafe_targets") or [])
+
+
+def pytest_audit(config: Any) -> bool:
+    """``--graphsafe-audit``, else the ini's ``graphsafe_audit``."""
+    flag = config.option.graphsafe_audit
+    return bool(flag if flag is not None else config.getini("graphsafe_audit"))
+
+
+def engine_name(check: CheckOptions) -> str:
+    """The engine's name for device questions: ``auto`` for an engine object (it decides itself)."""
+    return check.engine if isinstance(check.engine, str) else "auto"

@@ -22,8 +22,8 @@ from ..errors import ContextBroken, ContractError, GraphsafeError
 from ..findings import CheckResult
 from ..reports.audit import write_audit
 from .devices import uses_cuda, worker_device
-from .inprocess import RunOptions, run_here
-from .options import DEFAULT_TIMEOUT_S
+from .inprocess import run_here
+from .options import RunOptions, keywords, resolve
 from .sandbox import cuda_context_ok, get_sandbox
 from .sandbox.parent import display_name
 
@@ -86,7 +86,7 @@ def check(
     target: Any,
     *,
     spec: CaptureSpec | None = None,
-    engine: str | Engine = "auto",
+    engine: str | Engine | None = None,
     examples: int | None = None,
     steps: int | None = None,
     capture_sizes: Iterable[int] | None = None,
@@ -97,20 +97,31 @@ def check(
     device: Any = None,
     database: str | bool | None = None,
     report_dir: str | None = None,
-    isolate: str = "none",
-    timeout: float = DEFAULT_TIMEOUT_S,
+    isolate: str | None = None,
+    timeout: float | None = None,
 ) -> CheckResult:
     """Capture ``target``, replay drawn step sequences, and report capture hazards.
 
     ``target`` is a :class:`graphsafe.Target` subclass, ``"module:Class"`` or a registered name
-    (``graphsafe list``).  ``engine`` is ``"cuda"``, ``"emulate"`` or ``"auto"``.  ``examples``
-    Hypothesis examples of up to ``steps`` batches each are run; each failure is shrunk to a
-    minimal step sequence.  ``probes`` restricts which finding kinds are reported (default: all).
-    ``capture`` says how graphs are captured (default ``"explore"``: worst-case, ascending, minimal and
-    drawn batches; or a policy name, names, or a function ``size -> Batch``).
-    ``tolerance`` sets how close graph and eager must be.  With ``report_dir``, a report is written
-    for every finding.  ``isolate="target"`` runs the check in a process of the target's own;
-    ``timeout`` (seconds) stops a check that hangs, in either mode.
+    (``graphsafe list``).  ``engine`` is ``"cuda"``, ``"emulate"`` or ``"auto"`` (the default: cuda
+    where a GPU is visible).  ``examples`` (default 50) Hypothesis examples of up to ``steps``
+    (default 4) batches each are run; each failure is shrunk to a minimal step sequence.  ``probes``
+    restricts which finding kinds are reported (default: all).  ``capture`` says how graphs are
+    captured (default ``"explore"``: worst-case, ascending, minimal and drawn batches; or a policy
+    name, names, or a function ``size -> Batch``).  ``tolerance`` sets how close graph and eager must
+    be.  With ``report_dir``, a report is written for every finding.  ``timeout`` (seconds, default
+    600) stops a check that hangs.  None means the default (:mod:`graphsafe.defaults`).
+
+    ``isolate``: by default (``"none"``) the check runs in the calling process, under Hypothesis'
+    current settings, and nothing is started behind the caller's back: the target may be a class
+    that only this process can import (defined in a notebook or a test), and one check of one target
+    is what this function does.  ``isolate="target"`` runs it in a child process of the target's own,
+    which a crash, a hang or a broken CUDA context takes down instead of the caller.  On CUDA, a
+    device-side assert or an illegal access breaks the whole process's CUDA context: without
+    isolation every later CUDA check of the process then fails at once (``ContextBroken``, naming the
+    check that broke it).  So when checking many targets on a GPU from one process, pass
+    ``isolate="target"``, as ``graphsafe check`` does by default on the cuda engine and the pytest
+    plugin's items always do.
 
     Raises :class:`~graphsafe.errors.UsageError` / :class:`~graphsafe.errors.ContractError` for bad
     input, :class:`~graphsafe.errors.TargetFailure` subclasses when the target crashed, hung or broke
@@ -122,12 +133,11 @@ def check(
         result = graphsafe.check("flex:fresh_metadata", engine="emulate", examples=20)
         assert result.kinds == {"unpersisted-metadata"}
     """
-    opts = CheckOptions.build(
-        spec=spec, engine=engine, examples=examples, steps=steps,
-        capture_sizes=tuple(capture_sizes) if capture_sizes is not None else None,
-        probes=probes, capture=capture, tolerance=tolerance, seed=seed, device=device, database=database,
-    )
-    return run(target, opts, RunOptions(isolate=isolate, timeout=timeout, report_dir=report_dir))
+    resolved = resolve(keywords(dict(
+        spec=spec, engine=engine, examples=examples, steps=steps, capture_sizes=capture_sizes, probes=probes,
+        capture=capture, tolerance=tolerance, seed=seed, device=device, database=database, report_dir=report_dir,
+        isolate=isolate, timeout=timeout)), "api")
+    return run(target, resolved.check, resolved.run)
 
 
 def audit(
@@ -136,29 +146,29 @@ def audit(
     *,
     capture: Iterable[str] = AUDIT_CAPTURE,
     report_dir: str | None = None,
-    isolate: str = "none",
-    timeout: float = DEFAULT_TIMEOUT_S,
+    isolate: str | None = None,
+    timeout: float | None = None,
     **fields: Any,
 ) -> AuditResult:
     """Check ``target`` on every batch kind (decode, uniform q = 1 + k, mixed) under every capture policy
     in ``capture``, and compare the highest safe :class:`~graphsafe.Support` level with the declared one.
 
     ``options`` (or keyword ``fields`` of :class:`~graphsafe.CheckOptions`: ``engine``, ``examples``, ...)
-    apply to every cell; ``isolate`` and ``timeout`` to each cell's check, as in :func:`check`.  With
-    ``report_dir`` the table is written there as ``<target>/audit.md`` and ``audit.json``.
+    apply to every cell; without ``options``, each cell draws 20 examples unless ``examples`` says
+    otherwise.  ``isolate`` and ``timeout`` apply to each cell's check, as in :func:`check` (in this
+    process by default).  With ``report_dir`` the table is written there as ``<target>/audit.md`` and
+    ``audit.json``.
 
     Example::
 
         r = graphsafe.audit("flex", engine="emulate", examples=20)
         r.safe, r.declared, r.ok
     """
-    opts = options or CheckOptions()
-    if fields:
-        opts = opts.replace(**fields)
-    run_opts = RunOptions(isolate=isolate, timeout=timeout, report_dir=report_dir)
-    cells = RunOptions(isolate=isolate, timeout=timeout)  # a cell's findings live in the audit's table
+    resolved = resolve(keywords(dict(fields, isolate=isolate, timeout=timeout, report_dir=report_dir)), "audit")
+    opts = options.replace(**fields) if options is not None else resolved.check
+    cells = RunOptions(isolate=resolved.run.isolate, timeout=resolved.run.timeout)  # findings live in the table
     result = run_audit(target, opts, capture=tuple(capture),
                        run_cell=lambda o: run(target, o, cells, label=display_name(target)))
-    if run_opts.report_dir is not None:
-        write_audit(result, run_opts.report_dir)
+    if resolved.run.report_dir is not None:
+        write_audit(result, resolved.run.report_dir)
     return result

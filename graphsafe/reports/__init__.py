@@ -5,7 +5,7 @@ Layout::
     <root>/<target slug>/<kind>-<short hash>/
         report.md      what, where, capture, shrunk steps, differences, environment, fix, how to rerun
         finding.json   the same, machine-readable ("schema_version": 1); load_finding() reads it back
-        repro.py       standalone replay: exit 1 while the finding reproduces, 0 once fixed
+        repro.py       standalone replay: exit 1 while the finding reproduces, 0 once fixed, 3 if the target fails
         diff.png       heatmap of |graph - eager| over the live output rows (or the differing static state)
 
 Public API::
@@ -72,7 +72,8 @@ def report_data(finding: Finding) -> dict[str, Any]:
     data["warnings"] = _warnings(finding, hints)
     data["files"] = {"report": "report.md", "finding": "finding.json", "repro": "repro.py", "heatmap": "diff.png"}
     data["repro"] = {"script": "python repro.py [--engine auto|cuda|emulate]", "cli": "graphsafe repro <report dir>",
-                     "exit_status": {"reproduced": 1, "fixed": 0, "cannot_run": 2}}
+                     "exit_status": {"reproduced": 1, "fixed": 0, "cannot_run": 2,
+                                                                            "target_failed": 3}}
     return jsonio.plain(data)
 
 

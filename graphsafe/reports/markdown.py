@@ -208,7 +208,8 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
         f"graphsafe repro {where}",
         "```",
         "",
-        "Exit status: 1 while this finding's kind reproduces, 0 once it is fixed, 2 if the repro cannot run. "
+        "Exit status: 0 once fixed (the target runs every step, no finding left), 1 while this finding's kind "
+        "reproduces, 2 if the repro cannot run (the target does not load), 3 if the target raises, crashes or hangs. "
         "`repro.py` embeds the steps and the spec as JSON (no pickles), so it can be kept as a regression test.",
         "",
     ]

@@ -24,6 +24,7 @@ from typing import Any
 
 from .._version import __version__
 from ..contract import CAPTURE_SEED, Batch
+from ..defaults import TIMEOUT_S
 from ..findings import Finding
 from . import _script, jsonio
 
@@ -147,9 +148,11 @@ Run from the project root, so that the target imports:
     python {script} --engine emulate   (on the CPU emulator)
     graphsafe repro {report_dir or '<report dir>'}
 
-Exit status: 1 while the {recipe['kind']} finding reproduces, 0 once it is fixed,
-2 if the repro cannot run.  The recipe is plain JSON (no pickles); to keep this
-as a regression test, import this file and assert run_recipe(RECIPE) == 0.
+Exit status: 0 once fixed (the target runs every step, no finding left), 1 while
+the {recipe['kind']} finding reproduces, 2 if the repro cannot run (the target does
+not load), 3 if the target raises, crashes or hangs.  The recipe is plain JSON (no
+pickles); to keep this as a regression test, import this file and assert
+run_recipe(RECIPE) == 0.
 
 Written by graphsafe {__version__}."""
     return (
@@ -164,17 +167,19 @@ Written by graphsafe {__version__}."""
 
 
 # -- graphsafe repro DIR ----------------------------------------------------------------------
-def repro_main(path: str | os.PathLike, engine: str | None = None) -> int:
+def repro_main(path: str | os.PathLike, engine: str | None = None, timeout: float = TIMEOUT_S) -> int:
     """Run the repro of the report at ``path`` (its directory, ``finding.json`` or ``repro.py``).
 
-    Reads the recipe from ``finding.json`` (the same one ``repro.py`` embeds)
-    and returns the exit status: 1 while the finding's kind reproduces, 0 once
-    fixed, 2 if the report is unreadable or the repro cannot run.  ``engine``
-    overrides the recorded engine (``"auto"``, ``"cuda"``, ``"emulate"``).
+    Reads the recipe from ``finding.json`` (the same one ``repro.py`` embeds), replays it in a child
+    process (:func:`graphsafe.reports._script.run_isolated`, killed after ``timeout`` seconds) and
+    returns the exit status: 0 once fixed (the target ran every step and no finding is left), 1 while
+    the finding's kind reproduces (or another finding shows), 2 if the report is unreadable or the
+    target cannot be loaded, 3 if the target raises, crashes or hangs.  ``engine`` overrides the
+    recorded engine (``"auto"``, ``"cuda"``, ``"emulate"``).
     """
     try:
         data = jsonio.read_data(path)
     except (OSError, ValueError) as e:
         print(f"graphsafe repro: {e}", file=sys.stderr)
         return _script.EXIT_CANNOT_RUN
-    return _script.run_recipe_safely(recipe_from_data(data), engine=engine)
+    return _script.run_isolated(recipe_from_data(data), engine=engine, timeout=timeout)

@@ -16,7 +16,7 @@ import torch
 import graphsafe
 from graphsafe import Batch, CaptureSpec, ContractError, SpecError, TargetTimeout, UsageError
 from graphsafe.frontend.cli import main
-from graphsafe.frontend.fixture import split_options
+from graphsafe.frontend.options import keywords, resolve
 from tests.subprocesses import REPO, env_with_repo
 from tests.targets import plain_torch
 
@@ -155,7 +155,7 @@ def test_module_colon_class_imports_from_the_current_directory_like_python_m(mod
 # -- the fixture's marker -------------------------------------------------------------------------
 def test_a_marker_typo_is_one_line_naming_the_option():
     with pytest.raises(UsageError, match="unknown graphsafe option 'exampels'; did you mean examples?"):
-        split_options({"exampels": 20})
+        resolve(keywords({"exampels": 20}, "@pytest.mark.graphsafe({}=...)"), "fixture")
 
 
 # -- timeouts in every mode -----------------------------------------------------------------------

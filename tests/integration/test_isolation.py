@@ -180,16 +180,14 @@ def test_crash_raises_and_the_next_check_gets_a_fresh_process(tmp_path, monkeypa
         box.close()
 
 
-def test_timeout_kills_the_process_quickly():
+def test_a_hang_is_stopped_at_the_timeout_and_its_process_killed():
     box = Sandbox("tests.targets.broken:HangsInPrepare", engine="emulate")
     try:
         box.start(wait=True, timeout=60)  # the child's start-up (importing torch) is not part of the check's time
         pid = box.pid
-        t0 = time.monotonic()
         with pytest.raises(TargetTimeout) as info:
             in_box(box, 5)
-        took = time.monotonic() - t0
-        assert 5 <= took < 15, took
+        assert info.value.timeout == 5
         assert str(info.value) == (
             "tests.targets.broken:HangsInPrepare: no result within 5 s: the target hangs (an endless kernel or a "
             f"blocking call); its process was killed; it was in {info.value.where}"
@@ -440,6 +438,34 @@ def test_cuda_without_isolation_fails_the_rest_fast(repo_importable):
         "graphsafe: tests.targets.synthetic:Safe: CUDA context broken by tests.targets.broken:BreaksContextInCapture; "
         "rerun with isolation (--isolate, --graphsafe-isolate target)"
     )
+
+
+@needs_cuda
+def test_cli_isolates_each_target_on_cuda_by_default_so_a_crash_spares_the_next_target(tmp_path):
+    # no --isolate: on the cuda engine graphsafe check isolates by default; without it the illegal
+    # access would break the process's CUDA context and Safe would get no verdict
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphsafe", "check", "tests.targets.broken:IllegalAccessOnReplay",
+         "tests.targets.synthetic:Safe", "--engine", "cuda", "--examples", "3", "--probes", "stale-pointer",
+         "--capture-sizes", "2", "--timeout", "120"],
+        cwd=tmp_path, env=env_with_repo(), capture_output=True, text=True, timeout=480,
+    )
+    assert proc.returncode == 3, proc.stderr  # a target failed to run, and nothing worse
+    rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[2:] if line.strip()}
+    assert rows["tests.targets.broken:IllegalAccessOnReplay"] == ["-", "CRASH"], proc.stdout
+    assert rows["tests.targets.synthetic:Safe"] == ["ok", "ok"], proc.stdout  # its verdict, in a fresh process
+    assert "CUDA context broken by" not in proc.stderr
+
+
+def test_cli_check_on_the_emulator_runs_in_process_by_default_and_isolates_on_request():
+    # the default follows the engine (no CUDA context to lose on the emulator); both flags override it
+    from graphsafe.frontend import cli
+    from graphsafe.frontend.options import resolve
+
+    parser = cli.build_parser()
+    for flags, isolate in [([], "none"), (["--isolate"], "target"), (["--no-isolate"], "none")]:
+        args = parser.parse_args(["check", "tests.targets.synthetic:Safe", "--engine", "emulate", *flags])
+        assert resolve(cli._given(args, ("engine",)), "cli").run.isolate == isolate, flags
 
 
 @needs_cuda

@@ -21,7 +21,7 @@ from graphsafe.checker import names
 from graphsafe.frontend import devices
 from graphsafe.frontend import options as frontend
 from graphsafe.frontend import schedule
-from graphsafe.frontend.plugin import gpu_sharing_hint
+from graphsafe.frontend.items import gpu_sharing_hint
 from graphsafe.probes import PROBES
 from tests.subprocesses import OUTER_RUN_VARS, error_sections, failure_sections, plugin_args
 from tests.targets.plain_torch import SOURCE
@@ -73,6 +73,60 @@ def run_in(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """
     return pytester.runpytest_inprocess(*plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "auto",
                                         "--graphsafe-examples", "5", *args)
+
+
+# -- a run that does not ask for graphsafe -----------------------------------------------------
+PLAIN_TEST = """
+import json
+import os
+import sys
+
+
+def test_plain(request):
+    facts = {"torch": "torch" in sys.modules, "triton": "triton" in sys.modules,
+             "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET"),
+             "plugin": any(request.config.pluginmanager.has_plugin(n) for n in ("graphsafe", "graphsafe.frontend.plugin"))}
+    with open("facts.json", "w") as f:
+        json.dump(facts, f)
+"""
+
+
+@pytest.mark.parametrize("asked", [False, True], ids=["not-asked", "asked"])
+def test_a_run_that_does_not_ask_imports_neither_torch_nor_triton_and_leaves_triton_interpret_unset(
+        pytester, monkeypatch, asked):
+    # a directory of another project: one plain test, no conftest, no ini; graphsafe installed
+    for var in (*OUTER_RUN_VARS, "TRITON_INTERPRET"):
+        monkeypatch.delenv(var, raising=False)
+    pytester.makepyfile(test_plain=PLAIN_TEST)
+    ask = ["--graphsafe-engine", "emulate"] if asked else []
+    result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", *ask, timeout=300)
+    result.assert_outcomes(passed=1)
+    facts = json.loads((pytester.path / "facts.json").read_text())
+    assert facts["plugin"] is True  # the plugin was loaded, and did nothing
+    if asked:  # the same run asking for graphsafe: the engine is prepared before test modules import
+        assert facts["torch"] is True and facts["TRITON_INTERPRET"] == "1", facts
+    else:
+        assert facts == {"torch": False, "triton": False, "TRITON_INTERPRET": None, "plugin": True}
+
+
+LATE_TESTS = """
+import sys
+
+
+def test_before():
+    assert "graphsafe.frontend.items" not in sys.modules
+
+
+def test_uses_fixture(graphsafe):
+    assert "graphsafe.frontend.items" in sys.modules
+    graphsafe.check("mymod:Safe", probes=["stale-pointer"], capture_sizes=[1], examples=2, engine="emulate")
+"""
+
+
+def test_the_fixture_imports_graphsafes_machinery_at_first_use(gs):
+    gs.makepyfile(test_late=LATE_TESTS)
+    result = gs.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", "-p", "no:randomly", timeout=300)
+    result.assert_outcomes(passed=2)
 
 
 # -- items ---------------------------------------------------------------------------------

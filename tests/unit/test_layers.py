@@ -26,7 +26,7 @@ LAYERS = {  # higher number = higher layer
     "graphsafe.capture": 4, "graphsafe.reference": 4, "graphsafe.flashinfer": 4,
     "graphsafe.engines": 3, "strategies": 3,
     "graphsafe.contract": 1, "graphsafe.findings": 1, "graphsafe.errors": 1, "graphsafe.values": 1,
-    "graphsafe._version": 1,
+    "graphsafe._version": 1, "graphsafe.defaults": 1,
 }
 MAX_UPWARD = 2
 

@@ -90,7 +90,7 @@ def test_the_stand_in_refuses_another_batch_size_in_cuda_graph_mode_as_flashinfe
 
 
 def test_flashinfer_targets_resolve_by_name_without_importing_flashinfer():
-    code = ("import sys, graphsafe; cls = graphsafe.checker.lookup('flashinfer:mla:mixed_batches'); "
+    code = ("import sys, graphsafe.checker; cls = graphsafe.checker.lookup('flashinfer:mla:mixed_batches'); "
             "print(cls.__name__, 'flashinfer' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["MLAMixedBatches", "False"]

@@ -1,0 +1,46 @@
+"""``import graphsafe`` is cheap (each public name imports its module on first use) and every public name works."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import graphsafe
+from tests.subprocesses import env_with_repo
+
+
+def _fresh(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], env=env_with_repo(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_every_public_name_resolves():
+    for name in graphsafe.__all__:
+        assert getattr(graphsafe, name) is not None, name
+    assert set(graphsafe.__all__) <= set(dir(graphsafe))
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    try:
+        graphsafe.chek  # noqa: B018
+    except AttributeError as e:
+        assert "has no attribute 'chek'" in str(e)
+    else:
+        raise AssertionError("graphsafe.chek did not raise AttributeError")
+
+
+def test_importing_graphsafe_imports_neither_torch_nor_triton():
+    assert _fresh("import sys, graphsafe; print('torch' in sys.modules, 'triton' in sys.modules)") == "False False"
+
+
+def test_from_graphsafe_import_a_name_imports_its_module():
+    assert _fresh("from graphsafe import check, Batch, UsageError; print(check.__module__, Batch.__name__)") == (
+        "graphsafe.frontend.runner Batch")
+
+
+def test_the_check_package_import_leaves_graphsafe_check_the_function():
+    out = _fresh("import graphsafe.checker.api, graphsafe; print(callable(graphsafe.check), "
+                 "graphsafe.check.__module__, graphsafe.checker.api.__name__)")
+    assert out == "True graphsafe.frontend.runner graphsafe.checker.api"
