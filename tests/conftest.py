@@ -11,6 +11,7 @@ import os  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from hypothesis import Phase, settings  # noqa: E402
 
 pytest_plugins = ["pytester"]
 
@@ -30,3 +31,14 @@ def _triton_interpreter_setting_restored(monkeypatch):
 def pytest_generate_tests(metafunc):
     if "engine" in metafunc.fixturenames:
         metafunc.parametrize("engine", ENGINES)
+
+
+@pytest.fixture
+def no_shrinking():
+    """A finding's first example is enough here: Hypothesis does not shrink it (seconds, not a minute)."""
+    previous = settings.get_current_profile_name()
+    settings.register_profile("graphsafe-test-no-shrink", parent=settings.get_profile(previous),
+                              phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    settings.load_profile("graphsafe-test-no-shrink")
+    yield
+    settings.load_profile(previous)

@@ -27,7 +27,7 @@ def test_a_target_that_follows_flashinfers_documented_usage_gets_no_finding_on_t
 
 
 @pytest.mark.parametrize("name", fi.BUGGY)
-def test_each_flashinfer_mistake_gets_exactly_its_kind_on_the_stand_in(name):
+def test_each_flashinfer_mistake_gets_exactly_its_kind_on_the_stand_in(name, no_shrinking):
     result = check(STANDIN[name], capture=CAPTURE.get(name, "worst"))
     assert result.kinds == set(EXPECTED[name]), result.summary()
 
