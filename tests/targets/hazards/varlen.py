@@ -75,7 +75,9 @@ def _varlen_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, tok_req_ptr, tok_len_ptr, rows_p
     out = _attend(q_ptr, k_ptr, v_ptr, bt_ptr, row, req, n_keys, max_kv_blocks, bt_stride, scale, H, D, BS)
     h = tl.arange(0, H)
     d = tl.arange(0, D)
-    tl.store(out_ptr + (row * H + h[:, None]) * D + d[None, :], out, mask=live & (d[None, :] < D))
+    # the row's width as a bound, not `live & (d < D)`: Triton 3.9's interpreter rejects a block mask
+    # combined with a scalar boolean ("mask has unsupported dtype")
+    tl.store(out_ptr + (row * H + h[:, None]) * D + d[None, :], out, mask=d[None, :] < tl.where(live, D, 0))
 
 
 @triton.jit
@@ -100,7 +102,9 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, dec_req_ptr, dec_r
     out = _attend(q_ptr, k_ptr, v_ptr, bt_ptr, row, req, n_keys, max_kv_blocks, bt_stride, scale, H, D, BS)
     h = tl.arange(0, H)
     d = tl.arange(0, D)
-    tl.store(out_ptr + (row * H + h[:, None]) * D + d[None, :], out, mask=live & (d[None, :] < D))
+    # the row's width as a bound, not `live & (d < D)`: Triton 3.9's interpreter rejects a block mask
+    # combined with a scalar boolean ("mask has unsupported dtype")
+    tl.store(out_ptr + (row * H + h[:, None]) * D + d[None, :], out, mask=d[None, :] < tl.where(live, D, 0))
 
 
 class VarlenAttention(PagedTarget):
