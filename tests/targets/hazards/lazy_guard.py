@@ -96,6 +96,8 @@ class PlanClearedInPrepare(PlannedSplitKV):
     """Safe: ``prepare`` clears the scheduler buffers when it marks the plan stale; separate
     warm-up and graph states (``graphsafe.capturing()``), so the capture records the planner."""
 
+    default_spec = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=8, block_size=4)  # two splits
+
     def prepare(self, batch: Batch) -> None:
         super().prepare(batch)
         for st in (self.eager_state, self.graph_state):

@@ -33,6 +33,7 @@ from .varlen import VarlenAttention, _varlen_kernel  # noqa: E402
 
 SPEC = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=16, block_size=4)
 SPLIT_SPEC = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=8, block_size=4)  # two splits
+VARLEN_SPEC = CaptureSpec(max_reqs=2, max_query_len=2, max_seq_len=16, block_size=8)  # four token rows
 
 
 class _Metadata:
@@ -100,6 +101,8 @@ class PingPongMetadata(PingPongStaging):
 class PingPongPackedStaging(VarlenAttention):
     """Safe: per-token metadata staged in one ``[2, 2, T]`` allocation (two copies of
     ``token_req`` and ``tok_len``, used in turn), then copied into the buffers the kernel reads."""
+
+    default_spec = VARLEN_SPEC
 
     def setup(self, spec: CaptureSpec, device) -> None:
         super().setup(spec, device)
