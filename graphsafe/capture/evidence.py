@@ -182,7 +182,7 @@ class Evidence:
                 r = byte_region(v) if v.key == key else None
                 if r is not None and all((lo, hi) != r for lo, hi, _ in out):
                     out.append((*r, v))
-        return out or [(0, self.as_replayed[key].numel(), None)]
+        return out or [(0, self.ctx.graph.recording.external[key].nbytes, None)]
 
     @functools.cached_property
     def _walked(self) -> tuple[dict[tuple, str], dict[str, torch.Tensor]]:
@@ -205,7 +205,7 @@ class Evidence:
             return f"<unreachable buffer at {hex(key)}>"
         whole = sorted((p for p in paths if p in at and storage_key(at[p]) == key),
                        key=lambda p: -at[p].numel())  # the path that spans the most of the storage
-        if lo is None or not whole or (lo == 0 and hi == self.as_replayed[key].numel()):
+        if lo is None or not whole or (lo == 0 and hi == self.ctx.graph.recording.external[key].nbytes):
             return ", ".join(paths)
         return region_name(whole[0], at[whole[0]], lo, hi)
 
@@ -228,8 +228,8 @@ class Evidence:
         infos = list(ctx.session.infos.values())
         found: dict[int, list[tuple[int, int, TensorArg | None]]] = {}
         for key, buf in ctx.graph.recording.external.items():
-            if key in ctx.session.static_keys or key in info.graph_written or not buf.alive() or key not in self.tensors:
-                continue
+            if key in ctx.session.static_keys or key in info.graph_written or not buf.alive():
+                continue  # (a buffer alive but no longer reachable from the target: nothing this step writes it)
             stale = [(lo, hi, a) for lo, hi, a in self.read_regions(key) if not self.wrote_for_batch(key, lo, hi)]
             if stale:
                 found[key] = stale
@@ -281,7 +281,7 @@ class Evidence:
         key, (lo, hi) = read.key, read.region or (0, 0)
         step = self.ledger.step
         out: list[str] = []
-        width, size = hi - lo, self.as_replayed[key].numel()
+        width, size = hi - lo, self.ctx.graph.recording.external[key].nbytes
         read_spans = {(a, b) for a, b, _ in self.read_regions(key)}
         for k in range(1, size // max(width, 1) + 1) if read.alternate else ():
             for o in (lo - k * width, lo + k * width):
