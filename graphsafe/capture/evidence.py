@@ -132,7 +132,7 @@ def carried_inputs(ctx: StepContext, keys: list[int]) -> list[int]:
 class Evidence:
     """Facts about one failing step (see the module docstring); each computed on first use.
 
-    Made before anything runs the target again: it keeps the bytes of the graph instance's buffers as
+    Made before anything runs the target again: it keeps the bytes of the buffers the graph reads as
     the replay read them (``as_replayed``).  ``looked`` collects what probes that explained nothing saw,
     for the message of a ``replay-mismatch``.
     """
@@ -140,7 +140,8 @@ class Evidence:
     def __init__(self, ctx: StepContext):
         self.ctx = ctx
         self.tensors = storages_of(ctx.session.target, exclude=ctx.session.static_keys)
-        self.as_replayed = {k: byte_view(t).clone() for k, t in self.tensors.items()}
+        ext = ctx.graph.recording.external
+        self.as_replayed = {k: byte_view(t).clone() for k, t in self.tensors.items() if k in ext}
         self.looked: list[str] = []
 
     def note(self, probe: str, saw: str) -> None:
@@ -194,9 +195,11 @@ class Evidence:
             at[path] = t
         return views, at
 
-    def name(self, key: int, lo: int | None = None, hi: int | None = None, arg: TensorArg | None = None) -> str:
+    def name(self, key: int, lo: int | None = None, hi: int | None = None, arg: TensorArg | None = None,
+             exact: bool = False) -> str:
         """A buffer's name: the view ``arg`` if a path holds exactly it, else its paths at capture, narrowed to
-        ``[lo, hi)`` when that is only part of the storage."""
+        ``[lo, hi)`` when that is only part of the storage (its leading rows too when ``exact``: one copy of
+        a packed double buffer)."""
         views, at = self._walked
         if arg is not None and (key, arg.offset, arg.shape) in views:
             return views[(key, arg.offset, arg.shape)]
@@ -205,8 +208,8 @@ class Evidence:
             return f"<unreachable buffer at {hex(key)}>"
         whole = sorted((p for p in paths if p in at and storage_key(at[p]) == key),
                        key=lambda p: -at[p].numel())  # the path that spans the most of the storage
-        if lo is None or not whole or (lo == 0 and hi == self.ctx.graph.recording.external[key].nbytes):
-            return ", ".join(paths)
+        if lo is None or not whole or (not exact and _leading_rows(at[whole[0]], lo, hi)):
+            return ", ".join(paths)  # the whole buffer, or its first rows (a graph of a smaller size reads those)
         return region_name(whole[0], at[whole[0]], lo, hi)
 
     def _warmup_wrote(self, key: int, lo: int, hi: int) -> bool:
@@ -248,7 +251,9 @@ class Evidence:
             else:
                 origin = "never-written"
             led = self.ledger
-            names = list(dict.fromkeys(self.name(key, a, b, v) for a, b, v in regions))
+            packed = led.step.region(key) is not None and led.other.region(key) is not None  # both copies in it
+            names = list(dict.fromkeys(self.name(key, a, b, v, exact=packed and led.alternating(key, a, b))
+                                       for a, b, v in regions))
             out.append(ReadOrigin(key, ", ".join(names), origin, "float" in buf.dtype,
                                   alternate=led.alternating(key, lo, hi), stale=led.written(key, lo, hi),
                                   region=(lo, hi)))
@@ -274,29 +279,30 @@ class Evidence:
 
     def moved_to(self, read: ReadOrigin) -> list[str]:
         """Where this step's prepare wrote the values the graph should have read in ``read``: for a region
-        written on alternate calls, a region as wide in the same allocation (the other copy of a packed
-        double buffer); a buffer at the same path but for a container index (``self.meta[1]`` for
-        ``self.meta[0]``); or the buffer an eager run of this batch reads at the same kernel argument.
-        Each written by this step's prepare."""
+        written on alternate calls, the region of the same allocation that this step's call fills with what
+        the other calls put in ``read`` (the other copy of a packed double buffer); a buffer at the same path
+        but for a container index (``self.meta[1]`` for ``self.meta[0]``); or the buffer an eager run of this
+        batch reads at the same kernel argument.  Each written by this step's prepare."""
         key, (lo, hi) = read.key, read.region or (0, 0)
-        step = self.ledger.step
+        step, other = self.ledger.step, self.ledger.other
         out: list[str] = []
-        width, size = hi - lo, self.ctx.graph.recording.external[key].nbytes
-        read_spans = {(a, b) for a, b, _ in self.read_regions(key)}
-        for k in range(1, size // max(width, 1) + 1) if read.alternate else ():
-            for o in (lo - k * width, lo + k * width):
-                if 0 <= o and o + width <= size and (o, o + width) not in read_spans and step.region(key, o, o + width) is not None:
-                    out.append(self.name(key, o, o + width))
-            if out:
-                break
+        size = self.ctx.graph.recording.external[key].nbytes
+        want = other.region(key, lo, hi)  # what the other calls write into the region: this batch's values
+
+        def copy_at(o: int) -> bool:  # does this step's call write those values at offset o?
+            got = step.region(key, o, o + hi - lo)
+            return (got is not None and torch.equal(got, want)
+                    and torch.equal(step.value[key][o:o + hi - lo][got], other.value[key][lo:hi][want]))
+
+        width = hi - lo
+        if read.alternate and want is not None:
+            out += [self.name(key, o, o + width, exact=True) for o in range(lo % width, size - width + 1, width)
+                    if o != lo and copy_at(o)][:1]
         shape = {_INDEX.sub("[]", p) for p in self.ctx.info.paths.get(key, [])}
         for k, paths in paths_by_storage(self.ctx.session.target).items():
             if k != key and k in step.mask and any(_INDEX.sub("[]", p) in shape for p in paths):
                 out.append(", ".join(paths))
-        for path in self.eager_reads_instead(key):
-            if path not in out:
-                out.append(path)
-        return out
+        return out or self.eager_reads_instead(key)  # (an eager re-run of the example: only when needed)
 
     def eager_reads_instead(self, key: int) -> list[str]:
         """Paths an eager run of this batch reads, at the kernel arguments where the graph reads ``key``,
@@ -390,6 +396,13 @@ class Evidence:
     def scratch_mismatches(self, run: ScratchRun) -> list[Mismatch]:
         """Where an eager re-run differs from the eager reference of this step."""
         return run.mismatches
+
+
+def _leading_rows(t: torch.Tensor, lo: int, hi: int) -> bool:
+    """Are the bytes ``[lo, hi)`` whole leading rows (dim 0) of ``t``, from its first?"""
+    es, start = t.element_size(), t.storage_offset() * t.element_size()
+    row = es * (t[0].numel() if t.dim() and t.shape[0] else 1)
+    return t.dim() > 0 and t.is_contiguous() and lo == start and (hi - lo) % row == 0 and hi - start <= t.numel() * es
 
 
 def _tensor_args(launch: Launch) -> list[TensorArg]:
