@@ -140,8 +140,11 @@ class Evidence:
     def __init__(self, ctx: StepContext):
         self.ctx = ctx
         self.tensors = storages_of(ctx.session.target, exclude=ctx.session.static_keys)
+        # what prepare may have written for the graph: its inputs, and whatever else it writes (the graph's
+        # own workspaces, accumulators and outputs aside: neither the ledger nor the snapshot holds them)
+        self.inputs = {k: t for k, t in self.tensors.items() if k not in ctx.info.graph_written}
         ext = ctx.graph.recording.external
-        self.as_replayed = {k: byte_view(t).clone() for k, t in self.tensors.items() if k in ext}
+        self.as_replayed = {k: byte_view(t).clone() for k, t in self.inputs.items() if k in ext}
         self.looked: list[str] = []
 
     def note(self, probe: str, saw: str) -> None:
@@ -157,9 +160,10 @@ class Evidence:
 
     @functools.cached_property
     def ledger(self) -> PrepareLedger:
-        """What this step's prepare writes, per parity of call, over every buffer of the target but its statics."""
+        """What this step's prepare writes, per parity of call, over every buffer of the target but its statics
+        and the ones the graph writes."""
         g, padded = self.ctx.session.target, self.ctx.padded[-1]
-        return prepare_calls(self.tensors, lambda: call_target("prepare(batch) [diagnosis]", g.prepare, padded))
+        return prepare_calls(self.inputs, lambda: call_target("prepare(batch) [diagnosis]", g.prepare, padded))
 
     def wrote_for_batch(self, key: int, lo: int = 0, hi: int | None = None) -> bool:
         """Did this step's prepare write bytes ``[lo, hi)`` of ``key`` for this batch?  A prepare that writes
