@@ -5,6 +5,8 @@
 
 For every buggy target and seed: the finding kinds.  *Recall*: the expected kind was found in every
 seed.  *Precision*: the kinds were exactly the expected set in every seed (no wrong or extra kind).
+Over every suite run, and per suite: how many of all error findings are ``replay-mismatch`` (a
+difference no probe explained: a symptom, not a cause).
 Every safe target (fixed variant, safe twin) is checked with ``--fixed-examples`` examples and must
 get no finding.  The hazards that need a capture other than the worst case largest first (a drawn
 or minimal capture batch, ascending capture order) also get a seed-to-seed detection rate over
@@ -24,18 +26,18 @@ from graphsafe import reference
 from tests.targets import hazards
 
 
-def targets(suite: str) -> list[tuple[str, type, frozenset[str]]]:
-    """(name, class, expected kinds) for the suite; safe targets expect the empty set."""
+def targets(suite: str) -> list[tuple[str, str, type, frozenset[str]]]:
+    """(suite, name, class, expected kinds) for the suite; safe targets expect the empty set."""
     out = []
     if suite in ("reference", "all"):
         for name in reference.names():
             cls = reference.resolve(name)
-            out.append((name, cls, frozenset({cls.expected}) if cls.expected else frozenset()))
+            out.append(("reference", name, cls, frozenset({cls.expected}) if cls.expected else frozenset()))
     if suite in ("hazards", "all"):
         for cls, kinds in hazards.EXPECTED.items():
-            out.append((hazards.label(cls), cls, kinds))
+            out.append(("hazards", hazards.label(cls), cls, kinds))
         for cls in hazards.SAFE:
-            out.append((hazards.label(cls), cls, frozenset()))
+            out.append(("hazards", hazards.label(cls), cls, frozenset()))
     return out
 
 
@@ -54,13 +56,13 @@ def run(a: argparse.Namespace) -> dict:
             "fixed_examples": a.fixed_examples, "rate_seeds": a.rate_seeds}
     rows = []
     capture_dependent = {hazards.label(c) for c in hazards.CAPTURE_DEPENDENT} | {"triton_mla:capture_max_seq_len"}
-    for name, cls, expected in targets(a.suite):
+    for suite, name, cls, expected in targets(a.suite):
         if a.only and name not in a.only:
             continue
         if not expected:
             kinds, found, secs = check(cls, a.engine, a.fixed_examples, 0)
-            rows.append({"target": name, "expected": [], "kinds": sorted(kinds), "ok": not kinds, "found": found,
-                         "seconds": round(secs, 2)})
+            rows.append({"suite": suite, "target": name, "expected": [], "kinds": sorted(kinds), "ok": not kinds,
+                         "found": found, "seconds": round(secs, 2)})
         else:
             seeds = a.rate_seeds if name in capture_dependent else a.seeds
             per = []
@@ -71,7 +73,7 @@ def run(a: argparse.Namespace) -> dict:
             exact = [p for p in per if set(p["kinds"]) == expected]
             steps = [f["examples_to_find"] for p in hit for f in p["found"] if f["kind"] in expected]
             rows.append({
-                "target": name, "expected": sorted(expected), "capture_dependent": name in capture_dependent,
+                "suite": suite, "target": name, "expected": sorted(expected), "capture_dependent": name in capture_dependent,
                 "kinds": sorted({k for p in per for k in p["kinds"]}),
                 "recall": len(hit) / len(per), "precision": len(exact) / len(per), "ok": len(exact) == len(per),
                 "median_examples": statistics.median(steps) if steps else None, "seeds": per,
@@ -84,11 +86,25 @@ def run(a: argparse.Namespace) -> dict:
     return {**meta, "rows": rows, "summary": summary(rows)}
 
 
+def replay_mismatches(rows: list[dict], suite: str = "reference") -> dict:
+    """Per suite run and over all: error findings, and how many of them are ``replay-mismatch`` (rows of an
+    older run name no suite: ``suite``, the run's)."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        found = [f for p in r["seeds"] for f in p["found"]] if "seeds" in r else r["found"]
+        for key in (r.get("suite", suite), "all"):
+            c = out.setdefault(key, {"findings": 0, "replay_mismatch": 0})
+            c["findings"] += len(found)
+            c["replay_mismatch"] += sum(f["kind"] == "replay-mismatch" for f in found)
+    return out
+
+
 def summary(rows: list[dict]) -> dict:
     buggy = [r for r in rows if r["expected"]]
     safe = [r for r in rows if not r["expected"]]
     dep = [r for r in buggy if r.get("capture_dependent")]
     return {
+        "replay_mismatch": replay_mismatches(rows),
         "buggy": len(buggy),
         "recall": sum(r["recall"] == 1 for r in buggy),  # targets found in every seed
         "precision": sum(r["precision"] == 1 for r in buggy),  # targets with exactly the expected kinds, every seed
@@ -116,8 +132,11 @@ def main() -> None:
 def table(data: dict) -> list[str]:
     """The summary line and the per-target table (expected kinds, kinds found, recall, precision)."""
     s = data["summary"]
+    rm = s.get("replay_mismatch") or replay_mismatches(data["rows"], data.get("suite", "reference"))
+    per = ", ".join(f"{k} {v['replay_mismatch']}/{v['findings']}" for k, v in rm.items() if k != "all")
     lines = [f"recall {s['recall']}/{s['buggy']}, precision {s['precision']}/{s['buggy']}, false positives "
              f"{s['false_positives']}/{s['safe']}, capture-dependent hazards found in {s['capture_dependent_rates']}",
+             f"replay-mismatch: {rm['all']['replay_mismatch']} of {rm['all']['findings']} findings ({per})",
              "", "| target | expected | found | recall | precision |", "|---|---|---|---|---|"]
     for r in data["rows"]:
         found = ", ".join(r["kinds"]) or "none"

@@ -1,37 +1,84 @@
 """Evidence several diagnosis probes share, computed once per failing step and only on demand.
 
 Who wrote every buffer the graph reads (the write ledger around capture, and this step's
-``prepare`` re-run over poisoned copies), and eager re-runs of the example's padded steps
-without graphs (with the instance's own history, and of the failing step alone).
+``prepare`` re-run over filled copies, the calls of each parity apart), down to the region of
+an allocation each launch of the graph reads; where this step's values went when the graph
+read something else; which buffers carry a replay's result into the next; and eager re-runs
+of the example's padded steps without graphs (with the instance's own history, and of the
+failing step alone).
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
+import re
+import weakref
 from dataclasses import dataclass
 
 import torch
 
 from ..engines import as_outputs
-from ..engines.recording import Launch, Override, Recorder
+from ..engines.recording import Launch, Override, Recorder, TensorArg
 from ..findings import Mismatch
 from .context import StepContext, live_rows
-from .ledger import poison_floats, prepare_writes, storages_of
+from .ledger import PrepareLedger, fill_other, fill_zero, poison_floats, prepare_calls, prepare_writes, storages_of
 from .session import call_target
-from .statewalk import paths_by_storage, storage_key, walk
-from .statics import randomise_static, static_dict, static_keys
+from .statewalk import byte_view, paths_by_storage, storage_key, walk
+from .statics import SavedStatics, randomise_static, static_dict, static_keys
 
-__all__ = ["Evidence", "ReadOrigin", "ScratchRun"]
+__all__ = ["Evidence", "ReadOrigin", "ScratchRun", "carried_inputs", "byte_region", "region_name", "written_args"]
+
+_INDEX = re.compile(r"\[[^\[\]]*\]")
+
+
+def byte_region(arg: TensorArg) -> tuple[int, int] | None:
+    """The bytes ``[lo, hi)`` of its storage that a tensor argument spans (None when it is empty)."""
+    if any(n == 0 for n in arg.shape):
+        return None
+    es = getattr(torch, arg.dtype.replace("torch.", "")).itemsize
+    extent = 1 + sum((n - 1) * abs(st) for n, st in zip(arg.shape, arg.stride))
+    return arg.offset * es, (arg.offset + extent) * es
+
+
+def region_name(path: str, t: torch.Tensor, lo: int, hi: int) -> str:
+    """``path`` narrowed to the bytes ``[lo, hi)`` of its storage: ``self.meta[1]``, ``self.meta[0, 1]``,
+    ``self.meta[2:4]``, or ``self.meta (bytes 64:128)`` when the bytes are no index range of ``t``."""
+    es = t.element_size()
+    a, b = lo // es - t.storage_offset(), hi // es - t.storage_offset()
+    if lo % es or hi % es or not t.is_contiguous() or a < 0 or b > t.numel() or a >= b:
+        return f"{path} (bytes {lo}:{hi})"
+    index, shape = [], list(t.shape)
+    while shape:
+        size = 1
+        for n in shape:
+            size *= n
+        if a == 0 and b == size:
+            break
+        row = size // shape[0]
+        i, j = a // row, (b - 1) // row
+        if i == j and len(shape) > 1:  # inside one row: index it and look inside
+            index.append(str(i))
+            a, b, shape = a - i * row, b - i * row, shape[1:]
+            continue
+        if a % row or b % row:
+            return f"{path} (bytes {lo}:{hi})"
+        index.append(str(i) if b // row - i == 1 else f"{i}:{b // row}")
+        break
+    return f"{path}[{', '.join(index)}]" if index else path
 
 
 @dataclass
 class ReadOrigin:
-    """A buffer the graph reads that nothing in this step writes, and who wrote it last."""
+    """A buffer the graph reads that did not hold this batch's values, and who wrote it last."""
 
     key: int
-    path: str
+    path: str  # the storage's paths, or the view the graph reads (``self.tok_meta[0, 1]``)
     origin: str  # "warmup-only", "earlier-prepare", "never-written"
     floating: bool
+    alternate: bool = False  # this prepare writes it on alternate calls only (a double buffer)
+    stale: bool = False  # prepare writes it, but it did not hold what prepare writes for this batch
+    region: tuple[int, int] | None = None  # the bytes of the storage the graph read
 
 
 @dataclass
@@ -44,54 +91,178 @@ class ScratchRun:
     mismatches: list[Mismatch]
     launches: list[Launch]
     buffers_after_prepare: dict[str, torch.Tensor]
+    paths: dict[int, list[str]] | None = None  # storage -> attribute paths in the run's instance
     static: dict[str, torch.Tensor] | None = None  # the run's static state, when asked to keep it
     overridden: int = 0  # host values the last forward ran with overridden (see scratch_overridden)
 
 
+#: per graph (its recording), what :func:`carried_inputs` found for each buffer: a property of the graph, so
+#: the examples and shrinks that fail on one graph ask once
+_CARRIED: "weakref.WeakKeyDictionary[Recorder, dict[int, bool]]" = weakref.WeakKeyDictionary()
+
+
+def carried_inputs(ctx: StepContext, keys: list[int]) -> list[int]:
+    """Of ``keys`` (buffers the graph writes), those a replay also reads before writing: its live outputs
+    change with what the buffer held before it.  Replayed once with every candidate zeroed, then once per
+    candidate with it alone filled otherwise (:func:`fill_other`), static state restored each time.  A
+    workspace the graph fills before reading is not one; an accumulator or a work counter that nothing in
+    the graph resets is.  Remembered per graph."""
+    known = _CARRIED.setdefault(ctx.graph.recording, {})
+    g = ctx.session.target
+    tensors = {k: t for k, t in storages_of(g, ctx.session.static_keys).items() if k in keys and k not in known}
+    if tensors:
+        saved = SavedStatics(static_dict(g), ctx.seed, ctx.region, ctx.comparator.paged)
+        before = {k: byte_view(t).clone() for k, t in tensors.items()}
+
+        def replay(key: int | None) -> list[torch.Tensor]:
+            saved.restore()
+            for k, t in tensors.items():
+                fill_other(t) if k == key else fill_zero(t)
+            return ctx.replay_live()
+
+        try:
+            base = replay(None)
+            for k in tensors:
+                known[k] = bool(ctx.comparator.outputs(base, replay(k), ctx.batch, bitwise=True))
+        finally:
+            saved.restore()
+            for k, t in tensors.items():
+                byte_view(t).copy_(before[k])
+    return [k for k in keys if known.get(k)]
+
+
 class Evidence:
-    """Facts about one failing step (see the module docstring); each computed on first use."""
+    """Facts about one failing step (see the module docstring); each computed on first use.
+
+    Made before anything runs the target again: it keeps the bytes of the buffers the graph reads as
+    the replay read them (``as_replayed``).  ``looked`` collects what probes that explained nothing saw,
+    for the message of a ``replay-mismatch``.
+    """
 
     def __init__(self, ctx: StepContext):
         self.ctx = ctx
+        self.tensors = storages_of(ctx.session.target, exclude=ctx.session.static_keys)
+        # what prepare may have written for the graph: its inputs, and whatever else it writes (the graph's
+        # own workspaces, accumulators and outputs aside: neither the ledger nor the snapshot holds them)
+        self.inputs = {k: t for k, t in self.tensors.items() if k not in ctx.info.graph_written}
+        ext = ctx.graph.recording.external
+        self.as_replayed = {k: byte_view(t).clone() for k, t in self.inputs.items() if k in ext}
+        self.looked: list[str] = []
+
+    def note(self, probe: str, saw: str) -> None:
+        """Record what ``probe`` looked at and saw when it explained nothing."""
+        self.looked.append(f"{probe}: {saw}")
 
     # -- who wrote what the graph reads --------------------------------------------
     @functools.cached_property
     def graph_read_tensors(self) -> dict[int, torch.Tensor]:
         """Buffers the graph reads, not static, still reachable from the target."""
-        g = self.ctx.session.target
-        reachable = storages_of(g, exclude=self.ctx.session.static_keys)
         ext = self.ctx.graph.recording.external
-        return {k: t for k, t in reachable.items() if k in ext}
+        return {k: t for k, t in self.tensors.items() if k in ext}
 
     @functools.cached_property
-    def prepare_written(self) -> set[int]:
-        g = self.ctx.session.target
-        padded = self.ctx.padded[-1]
-        return prepare_writes(self.graph_read_tensors, lambda: g.prepare(padded))
+    def ledger(self) -> PrepareLedger:
+        """What this step's prepare writes, per parity of call, over every buffer of the target but its statics
+        and the ones the graph writes."""
+        g, padded = self.ctx.session.target, self.ctx.padded[-1]
+        return prepare_calls(self.inputs, lambda: call_target("prepare(batch) [diagnosis]", g.prepare, padded))
+
+    def wrote_for_batch(self, key: int, lo: int = 0, hi: int | None = None) -> bool:
+        """Did this step's prepare write bytes ``[lo, hi)`` of ``key`` for this batch?  A prepare that writes
+        them alike on every call did.  One that writes them on alternate calls, or differently from call to
+        call, did only if they held, when the graph replayed, what it writes there."""
+        led = self.ledger
+        s, o = led.step.region(key, lo, hi), led.other.region(key, lo, hi)
+        if s is None and o is None:
+            return False
+        if s is not None and o is not None and torch.equal(s, o) and torch.equal(
+                led.step.value[key][lo:hi][s], led.other.value[key][lo:hi][o]):
+            return True
+        return led.holds(key, self.as_replayed[key], lo, hi)
+
+    def read_regions(self, key: int) -> list[tuple[int, int, TensorArg | None]]:
+        """The regions of ``key`` the graph's launches read, in launch order (the whole storage if none is known).
+        Views and bookkeeping ops read nothing: only launches that do device work count."""
+        out: list[tuple[int, int, TensorArg | None]] = []
+        for launch in self.ctx.info.launches:
+            for v in _tensor_args(launch) if launch.device_work else ():
+                r = byte_region(v) if v.key == key else None
+                if r is not None and all((lo, hi) != r for lo, hi, _ in out):
+                    out.append((*r, v))
+        return out or [(0, self.ctx.graph.recording.external[key].nbytes, None)]
+
+    @functools.cached_property
+    def _walked(self) -> tuple[dict[tuple, str], dict[str, torch.Tensor]]:
+        """(storage, offset, shape) -> the first attribute path holding that view now; and path -> tensor."""
+        views: dict[tuple, str] = {}
+        at: dict[str, torch.Tensor] = {}
+        for path, t in walk(self.ctx.session.target):
+            views.setdefault((storage_key(t), t.storage_offset(), tuple(t.shape)), path)
+            at[path] = t
+        return views, at
+
+    def name(self, key: int, lo: int | None = None, hi: int | None = None, arg: TensorArg | None = None,
+             exact: bool = False) -> str:
+        """A buffer's name: the view ``arg`` if a path holds exactly it, else its paths at capture, narrowed to
+        ``[lo, hi)`` when that is only part of the storage (its leading rows too when ``exact``: one copy of
+        a packed double buffer)."""
+        views, at = self._walked
+        if arg is not None and (key, arg.offset, arg.shape) in views:
+            return views[(key, arg.offset, arg.shape)]
+        paths = self.ctx.info.paths.get(key, [])
+        if not paths:
+            return f"<unreachable buffer at {hex(key)}>"
+        whole = sorted((p for p in paths if p in at and storage_key(at[p]) == key),
+                       key=lambda p: -at[p].numel())  # the path that spans the most of the storage
+        if lo is None or not whole or (not exact and _leading_rows(at[whole[0]], lo, hi)):
+            return ", ".join(paths)  # the whole buffer, or its first rows (a graph of a smaller size reads those)
+        return region_name(whole[0], at[whole[0]], lo, hi)
+
+    def _warmup_wrote(self, key: int, lo: int, hi: int) -> bool:
+        """Did a warm-up launch (of any size) write bytes ``[lo, hi)`` of ``key``, by its recorded arguments?"""
+        for info in self.ctx.session.infos.values():
+            for launch in info.warmup_launches:
+                for v in written_args(launch, info.warmup_kernel_writes):
+                    r = byte_region(v) if v.key == key else None
+                    if r is not None and r[0] < hi and lo < r[1]:
+                        return True
+        return False
 
     @functools.cached_property
     def unwritten_reads(self) -> list[ReadOrigin]:
-        """Buffers the graph reads that neither this step's prepare nor the graph writes (the graph's writes
-        learned at capture, then proved by replaying over the candidates: a kernel whose writes were not
-        learned still writes them)."""
-        info, ctx = self.ctx.info, self.ctx
-        out = []
-        candidates = {k for k, buf in ctx.graph.recording.external.items()
-                      if k not in ctx.session.static_keys and k not in info.graph_written and buf.alive()
-                      and k not in self.prepare_written}
-        replay_written = self._replay_writes(candidates)
+        """Regions the graph reads that did not hold this batch's values: neither this step's prepare nor the
+        graph writes them (the graph's writes learned at capture, then proved by replaying over the
+        candidates: a kernel whose writes were not learned still writes them)."""
+        ctx, info = self.ctx, self.ctx.info
+        infos = list(ctx.session.infos.values())
+        found: dict[int, list[tuple[int, int, TensorArg | None]]] = {}
         for key, buf in ctx.graph.recording.external.items():
-            if key not in candidates or key in replay_written:
+            if key in ctx.session.static_keys or key in info.graph_written or not buf.alive():
+                continue  # (a buffer alive but no longer reachable from the target: nothing this step writes it)
+            stale = [(lo, hi, a) for lo, hi, a in self.read_regions(key) if not self.wrote_for_batch(key, lo, hi)]
+            if stale:
+                found[key] = stale
+        replay_written = self._replay_writes(set(found))
+        out = []
+        for key, regions in found.items():
+            if key in replay_written:
                 continue
-            path = ", ".join(info.paths.get(key, [])) or f"<unreachable buffer at {hex(buf.address)}>"
-            floating = "float" in buf.dtype
-            if key in info.warmup_written and key not in info.prepare_written:
+            buf = ctx.graph.recording.external[key]
+            lo, hi, arg = regions[0]
+            if self._warmup_wrote(key, lo, hi) or (any(key in i.warmup_written for i in infos)
+                                                   and not any(key in i.prepare_written for i in infos)):
                 origin = "warmup-only"
-            elif key in info.prepare_written:
+            elif any(key in i.prepare_written for i in infos):
                 origin = "earlier-prepare"
             else:
                 origin = "never-written"
-            out.append(ReadOrigin(key, path, origin, floating))
+            led = self.ledger
+            packed = led.step.region(key) is not None and led.other.region(key) is not None  # both copies in it
+            names = list(dict.fromkeys(self.name(key, a, b, v, exact=packed and led.alternating(key, a, b))
+                                       for a, b, v in regions))
+            out.append(ReadOrigin(key, ", ".join(names), origin, "float" in buf.dtype,
+                                  alternate=led.alternating(key, lo, hi), stale=led.written(key, lo, hi),
+                                  region=(lo, hi)))
         return out
 
     def _replay_writes(self, keys: set[int]) -> set[int]:
@@ -112,6 +283,55 @@ class Evidence:
                     out.append(f"{p} (now a new tensor at {hex(now[p])})")
         return out
 
+    def moved_to(self, read: ReadOrigin) -> list[str]:
+        """Where this step's prepare wrote the values the graph should have read in ``read``: for a region
+        written on alternate calls, the region of the same allocation that this step's call fills with what
+        the other calls put in ``read`` (the other copy of a packed double buffer); a buffer at the same path
+        but for a container index (``self.meta[1]`` for ``self.meta[0]``); or the buffer an eager run of this
+        batch reads at the same kernel argument.  Each written by this step's prepare."""
+        key, (lo, hi) = read.key, read.region or (0, 0)
+        step, other = self.ledger.step, self.ledger.other
+        out: list[str] = []
+        size = self.ctx.graph.recording.external[key].nbytes
+        want = other.region(key, lo, hi)  # what the other calls write into the region: this batch's values
+
+        def copy_at(o: int) -> bool:  # does this step's call write those values at offset o?
+            got = step.region(key, o, o + hi - lo)
+            return (got is not None and torch.equal(got, want)
+                    and torch.equal(step.value[key][o:o + hi - lo][got], other.value[key][lo:hi][want]))
+
+        width = hi - lo
+        if read.alternate and want is not None:
+            out += [self.name(key, o, o + width, exact=True) for o in range(lo % width, size - width + 1, width)
+                    if o != lo and copy_at(o)][:1]
+        shape = {_INDEX.sub("[]", p) for p in self.ctx.info.paths.get(key, [])}
+        for k, paths in paths_by_storage(self.ctx.session.target).items():
+            if k != key and k in step.mask and any(_INDEX.sub("[]", p) in shape for p in paths):
+                out.append(", ".join(paths))
+        return out or self.eager_reads_instead(key)  # (an eager re-run of the example: only when needed)
+
+    def eager_reads_instead(self, key: int) -> list[str]:
+        """Paths an eager run of this batch reads, at the kernel arguments where the graph reads ``key``,
+        that are not ``key``'s and that this step's prepare wrote (in the graph's instance)."""
+        ctx = self.ctx
+        mine = set(ctx.info.paths.get(key, []))
+        now = {p: k for k, ps in paths_by_storage(ctx.session.target).items() for p in ps}
+        run = self.scratch
+        cap = [launch for launch in ctx.info.launches if launch.device_work]
+        eager = [launch for launch in run.launches if launch.device_work]
+        sm = difflib.SequenceMatcher(a=[(x.kind, x.name) for x in cap], b=[(x.kind, x.name) for x in eager], autojunk=False)
+        out: list[str] = []
+        for i, j, n in sm.get_matching_blocks():
+            for a, b in zip(cap[i:i + n], eager[j:j + n]):
+                for arg, v in a.args.items():
+                    w = b.args.get(arg)
+                    if not (isinstance(v, TensorArg) and isinstance(w, TensorArg) and v.key == key):
+                        continue
+                    for p in (run.paths or {}).get(w.key, []):
+                        if p not in mine and now.get(p) in self.ledger.step.mask and p not in out:
+                            out.append(p)
+        return out
+
     # -- the same padded steps, eagerly, without graphs -------------------------------
     def _scratch(self, history: bool, padded: bool = True, overrides: tuple[Override, ...] = (),
                  keep_static: bool = False) -> ScratchRun:
@@ -129,12 +349,14 @@ class Evidence:
         randomise_static(inst, ctx.seed)  # as the graph instance's reset: after the captures, at the example's start
         launches: list[Launch] = []
         bufs: dict[str, torch.Tensor] = {}
+        paths: dict[int, list[str]] = {}
         out = None
         for i, pb in enumerate(steps):
             poison_floats(storages_of(inst, exclude=statics).values())
             call_target("prepare(batch) [diagnosis]", inst.prepare, pb)
             if i == len(steps) - 1:
                 bufs = {p: t.clone() for p, t in walk(inst) if storage_key(t) not in statics}
+                paths = paths_by_storage(inst)
                 with Recorder("observe", overrides=overrides) as rec:
                     out = call_target("forward() [diagnosis]", inst.forward)
                 launches = rec.launches
@@ -144,7 +366,7 @@ class Evidence:
         live = [t.clone() for t in live_rows(inst, out, steps[-1])]
         mism = ctx.comparator.step(live, ctx.eager_live, static_dict(inst), ctx.eager_static, ctx.batch)
         ctx.engine.synchronize()
-        return ScratchRun(live, mism, launches, bufs, static_dict(inst) if keep_static else None, rec.overridden)
+        return ScratchRun(live, mism, launches, bufs, paths, static_dict(inst) if keep_static else None, rec.overridden)
 
     def scratch_overridden(self, overrides: tuple[Override, ...]) -> ScratchRun:
         """:attr:`scratch` (this example's padded steps, eagerly) with the last forward's Triton launches run
@@ -187,3 +409,32 @@ class Evidence:
     def scratch_mismatches(self, run: ScratchRun) -> list[Mismatch]:
         """Where an eager re-run differs from the eager reference of this step."""
         return run.mismatches
+
+
+def _leading_rows(t: torch.Tensor, lo: int, hi: int) -> bool:
+    """Are the bytes ``[lo, hi)`` whole leading rows (dim 0) of ``t``, from its first?"""
+    es, start = t.element_size(), t.storage_offset() * t.element_size()
+    row = es * (t[0].numel() if t.dim() and t.shape[0] else 1)
+    return t.dim() > 0 and t.is_contiguous() and lo == start and (hi - lo) % row == 0 and hi - start <= t.numel() * es
+
+
+def _tensor_args(launch: Launch) -> list[TensorArg]:
+    out = []
+    for v in launch.args.values():
+        out.extend(x for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, TensorArg))
+    return out
+
+
+def written_args(launch: Launch, kernel_writes: set) -> list[TensorArg]:
+    """The tensor arguments ``launch`` writes, in argument order: by its schema (aten), or as learned in
+    warm-up (Triton; every tensor argument when none was learned, since a kernel that rewrote identical
+    bytes shows no write)."""
+    if launch.kind == "aten":
+        names = [a for a in launch.args if a in launch.writes]
+    else:
+        names = [a for a in launch.args if (launch.name, a) in kernel_writes] or list(launch.args)
+    out = []
+    for a in names:
+        v = launch.args[a]
+        out.extend(x for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, TensorArg))
+    return out

@@ -4,17 +4,25 @@ Content-based (Triton writes bump no version counter): byte snapshots of
 storages, compared after the phase.  ``prepare_writes`` runs a step's prepare
 twice over buffers filled with two different values, so that writing the value
 a buffer already held still counts as a write, for every dtype.
+
+``prepare_calls`` asks more: which elements each call writes and with what, for a
+``prepare`` that is not the same from one call to the next (double buffering
+writes one copy on odd calls and the other on even ones).  It runs four calls and
+keeps the calls of each parity apart (:class:`PrepareLedger`), so a buffer written
+only on alternate calls is not hidden by the union of all calls.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import torch
 
 from .statewalk import byte_view, storage_key, typed_view, walk
 
-__all__ = ["Snapshot", "storages_of", "prepare_writes", "poison_floats"]
+__all__ = ["Snapshot", "storages_of", "prepare_writes", "poison_floats", "Writes", "PrepareLedger",
+           "prepare_calls", "fill_zero", "fill_other"]
 
 
 def storages_of(root: Any, exclude: set[int]) -> dict[int, torch.Tensor]:
@@ -62,7 +70,12 @@ def poison_floats(tensors: Iterable[torch.Tensor]) -> None:
             byte_view(t).fill_(0xFF)  # all-ones bits are NaN for fp32/fp16/bf16/fp8-e4m3fn
 
 
-def _fill_other(t: torch.Tensor) -> None:
+def fill_zero(t: torch.Tensor) -> None:
+    """The first fill: zero bytes, whatever the dtype."""
+    byte_view(t).zero_()
+
+
+def fill_other(t: torch.Tensor) -> None:
     """The second fill: NaN bytes for floats, 1 for every other dtype (a valid index, unlike -1)."""
     if t.dtype.is_floating_point:
         byte_view(t).fill_(0xFF)
@@ -80,7 +93,7 @@ def prepare_writes(tensors: dict[int, torch.Tensor], run_prepare: Callable[[], A
     snap = Snapshot(tensors)
     written: set[int] = set()
     try:
-        for fill in (lambda t: byte_view(t).zero_(), _fill_other):
+        for fill in (fill_zero, fill_other):
             for t in tensors.values():
                 fill(t)
             ref = {k: byte_view(t).clone() for k, t in tensors.items()}
@@ -90,3 +103,102 @@ def prepare_writes(tensors: dict[int, torch.Tensor], run_prepare: Callable[[], A
     finally:
         snap.restore()
     return written
+
+
+def _elements(t: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+    """``raw`` (a storage's bytes) as rows of one element of ``t``'s dtype (bytes when they do not divide)."""
+    es = t.element_size()
+    return raw.view(-1, es) if raw.numel() % es == 0 else raw.view(-1, 1)
+
+
+@dataclass
+class Writes:
+    """What some calls of ``prepare`` write, per storage: which bytes (whole elements of the
+    storage's dtype) and the bytes they leave there.  Only storages with a write are listed."""
+
+    mask: dict[int, torch.Tensor] = field(default_factory=dict)  # key -> bool per byte
+    value: dict[int, torch.Tensor] = field(default_factory=dict)  # key -> the storage's bytes (valid under mask)
+
+    def region(self, key: int, lo: int = 0, hi: int | None = None) -> torch.Tensor | None:
+        """The bytes ``[lo, hi)`` of ``key`` these calls write (a bool mask), None when none."""
+        m = self.mask.get(key)
+        if m is None:
+            return None
+        m = m[lo:hi]
+        return m if bool(m.any()) else None
+
+    def holds(self, key: int, current: torch.Tensor, lo: int = 0, hi: int | None = None) -> bool:
+        """Do the bytes ``current`` (the whole storage) hold what these calls write in ``[lo, hi)``?"""
+        m = self.region(key, lo, hi)
+        if m is None:
+            return False
+        return bool(torch.equal(current[lo:hi][m], self.value[key][lo:hi][m]))
+
+
+@dataclass
+class PrepareLedger:
+    """``prepare`` run four times (:func:`prepare_calls`): the calls of the failing step's own
+    parity (``step``: the 2nd and 4th) and the others (``other``: the 1st and 3rd), each pair over
+    both fills, so each parity's writes are exact for a prepare whose behaviour repeats every one
+    or two calls.  Four calls also leave a prepare that alternates where it found it."""
+
+    step: Writes
+    other: Writes
+
+    def written(self, key: int, lo: int = 0, hi: int | None = None) -> bool:
+        """Does some call write bytes ``[lo, hi)`` of ``key``?"""
+        return self.step.region(key, lo, hi) is not None or self.other.region(key, lo, hi) is not None
+
+    def alternating(self, key: int, lo: int = 0, hi: int | None = None) -> bool:
+        """Is ``[lo, hi)`` of ``key`` written on calls of one parity only?"""
+        return (self.step.region(key, lo, hi) is None) != (self.other.region(key, lo, hi) is None)
+
+    def holds(self, key: int, current: torch.Tensor, lo: int = 0, hi: int | None = None) -> bool:
+        """Does ``current`` (the storage's bytes as the replay read them) hold, in ``[lo, hi)``, what a
+        call of prepare writes there: was it written for this batch?"""
+        return any(w.holds(key, current, lo, hi) for w in (self.step, self.other))
+
+    def keys(self) -> set[int]:
+        return set(self.step.mask) | set(self.other.mask)
+
+
+def prepare_calls(tensors: dict[int, torch.Tensor], run_prepare: Callable[[], Any]) -> PrepareLedger:
+    """Which elements of ``tensors`` each parity of ``run_prepare`` calls writes, and with what.
+
+    Four calls over the fills zero, zero, other, other (:func:`fill_other`): calls 1 and 3, and
+    calls 2 and 4, each see both fills, so a written element shows whatever its value.  The
+    buffers are restored afterwards.
+    """
+    snap = Snapshot(tensors)
+    seen: list[dict[int, tuple[torch.Tensor, torch.Tensor]]] = []  # per call: key -> (written, bytes)
+    try:
+        for fill in (fill_zero, fill_zero, fill_other, fill_other):
+            for t in tensors.values():
+                fill(t)
+            ref = {k: byte_view(t).clone() for k, t in tensors.items()}
+            run_prepare()
+            call = {}
+            for k, t in tensors.items():
+                now = byte_view(t)
+                if torch.equal(now, ref[k]):
+                    continue
+                elem = (_elements(t, now) != _elements(t, ref[k])).any(dim=1, keepdim=True)
+                call[k] = (elem.expand(-1, _elements(t, now).shape[1]).reshape(-1).clone(), now.clone())
+            seen.append(call)
+            snap.restore()
+    finally:
+        snap.restore()
+    return PrepareLedger(_merge(seen[1], seen[3]), _merge(seen[0], seen[2]))
+
+
+def _merge(a: dict, b: dict) -> Writes:
+    """One parity's writes from its call over zeros (``a``) and its call over the other fill (``b``)."""
+    out = Writes()
+    for k in set(a) | set(b):
+        if k in a and k in b:
+            (ma, va), (mb, vb) = a[k], b[k]
+            out.mask[k] = ma | mb
+            out.value[k] = torch.where(ma, va, vb)
+        else:
+            out.mask[k], out.value[k] = a[k] if k in a else b[k]
+    return out

@@ -8,8 +8,9 @@ from ..capture.context import StepContext
 from ..capture.evidence import Evidence
 from ..findings import Finding, FindingKind
 from ..probes import at_stage
+from ..probes.frozen_host_value import diff_launches
 
-__all__ = ["diagnose", "heatmap"]
+__all__ = ["diagnose", "heatmap", "ruled_out"]
 
 
 def diagnose(ctx: StepContext) -> tuple[Finding, str]:
@@ -25,15 +26,40 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
             f.heatmap = heat
             return f, probe.name
     m = ctx.mismatches[0]
+    looked = ruled_out(ctx)
     f = Finding(
         kind=FindingKind.REPLAY_MISMATCH,
-        message=f"{m.tensor} differs from eager ({m.count}/{m.total}, max abs {m.max_abs:.3g}) and no probe explains why",
+        message=(f"{m.tensor} differs from eager ({m.count}/{m.total}, max abs {m.max_abs:.3g}) and no probe explains "
+                 f"why; ruled out: {'; '.join(looked)}"),
         where=m.tensor,
         mismatches=ctx.mismatches,
         heatmap=heat,
         cause=f"output:{m.tensor}",
+        details={"ruled_out": looked},
     )
     return f, ""
+
+
+def ruled_out(ctx: StepContext) -> list[str]:
+    """What each probe looked at and saw, for a difference none of them explains: no buffer, kernel argument
+    or branch was found at fault."""
+    out = [
+        "stale-pointer: every buffer the graph reads is still alive",
+        "nondeterministic-replay: two replays of this example's first step agreed bitwise",
+    ]
+    noted = {line.split(":", 1)[0]: line for line in ctx.evidence.looked}
+    for probe in at_stage("diagnose"):
+        if probe.name in noted:
+            out.append(noted[probe.name])
+        elif probe.name == FindingKind.FROZEN_HOST_VALUE.value:
+            same = not diff_launches(ctx.info.launches, ctx.evidence.scratch.launches)
+            out.append(f"{probe.name}: " + (
+                "an eager run of this batch launches what the capture did (kernels, scalars, grids, shapes)" if same
+                else "launches differ from an eager run of this batch, but an eager run of the capture batch "
+                     "differs too (the control): capturing changes them, not the batch"))
+        else:
+            out.append(f"{probe.name}: found nothing")
+    return out
 
 
 def heatmap(ctx: StepContext, max_rows: int = 128, max_cols: int = 64) -> dict | None:

@@ -5,12 +5,16 @@ step): the graph replays the prepared batch twice, static state restored between
 the live outputs must be bitwise equal.  The second replay is the step's own (``ctx.replayed``): the
 step compares it with eager instead of replaying a third time.  The restore copies back only what a
 replay can change (:class:`~graphsafe.capture.statics.SavedStatics`): a large KV cache costs its
-example's blocks.
+example's blocks.  Only when they differ, the buffers the graph both writes and reads before
+writing (an accumulator or a work counter that only ``prepare`` resets) are looked for, by
+replaying over two fills of each: the finding names the one that carries a replay into the next.
 """
 
 from __future__ import annotations
 
 from ..capture.context import StepContext
+from ..capture.evidence import carried_inputs
+from ..capture.statewalk import paths_by_storage
 from ..capture.statics import SavedStatics, static_dict
 from ..findings import Finding, FindingKind
 
@@ -30,10 +34,15 @@ def run(ctx: StepContext) -> Finding | None:
     if not mism:
         return None
     m = mism[0]
-    return Finding(
-        kind=KIND,
-        message=f"two replays of one prepared batch differ in {m.tensor}: {m.count}/{m.total} values, max abs {m.max_abs:.3g}",
-        where=m.tensor,
-        mismatches=mism,
-        cause=f"output:{m.tensor}",
-    )
+    msg = f"two replays of one prepared batch differ in {m.tensor}: {m.count}/{m.total} values, max abs {m.max_abs:.3g}"
+    ext, info = ctx.graph.recording.external, ctx.info
+    written = [k for k, b in ext.items() if k in info.graph_written and k not in ctx.session.static_keys and b.alive()]
+    carriers = carried_inputs(ctx, written)
+    if not carriers:
+        return Finding(kind=KIND, message=msg, where=m.tensor, mismatches=mism, cause=f"output:{m.tensor}")
+    paths = paths_by_storage(ctx.session.target)
+    names = [", ".join(paths.get(k) or info.paths.get(k) or [hex(k)]) for k in carriers]
+    msg += (f"; the graph reads and writes {', '.join(names)} and nothing in it resets that between replays: "
+            "a replay starts from what the one before left (reset it inside forward())")
+    return Finding(kind=KIND, message=msg, where=names[0], mismatches=mism, details={"carried": names},
+                   cause="buffer:" + names[0].split(", ")[0])

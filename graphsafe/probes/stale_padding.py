@@ -77,6 +77,7 @@ def run(ctx: StepContext) -> Finding | None:
     ev = ctx.evidence
     hist_m = ev.scratch_mismatches(ev.scratch)
     if not hist_m:
+        ev.note(KIND.value, "an eager run of the example's padded steps (same poison, no graph) agrees with eager")
         return None
     padded = ctx.padded[-1]
     slots = (
@@ -90,8 +91,10 @@ def run(ctx: StepContext) -> Finding | None:
         unwritten = _unwritten_rows(ctx, ev.fresh_scratch)
         if unwritten:  # prepare() leaves input rows unwritten: padding only if they all lie past the live requests
             if any(first < padded.num_reqs for first, _ in unwritten.values()):
+                ev.note(KIND.value, "prepare() leaves live rows of an input unwritten: not the padding")
                 return None  # live rows unwritten: another cause (a planner, metadata written elsewhere)
         elif ev.scratch_mismatches(ev.fresh_unpadded_scratch):
+            ev.note(KIND.value, "the eager re-run differs from eager unpadded as well: not the padding")
             return None  # the same step unpadded differs too: not the padding
         msg = (
             f"padding ({slots}) changes live results even without history: {m.tensor} differs "
@@ -104,6 +107,8 @@ def run(ctx: StepContext) -> Finding | None:
     else:
         differing = _differing_rows(ev.scratch, ev.fresh_scratch, _input_paths(ctx))
         if not differing or any(first < padded.num_reqs for first, _ in differing.values()):
+            ev.note(KIND.value, "the example's history changes live rows of the inputs, or none the graph reads: "
+                                "not padding alone")
             return None  # history changed live rows, or nothing the graph reads: not padding alone
         stale = [f"{path}[{first}:{last + 1}]" for path, (first, last) in differing.items()]
         msg = (

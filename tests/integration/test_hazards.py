@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import graphsafe
+from graphsafe.checker.causes import cause_key
 from tests.targets import hazards as H
 
 # the default capture policies explore every phase: the capture-dependent bugs need theirs
@@ -18,9 +19,16 @@ def check(cls, engine, examples=EXAMPLES):
 
 
 @pytest.mark.parametrize("cls", list(H.EXPECTED), ids=H.label)
-def test_a_hazard_gets_exactly_its_expected_kinds(cls, engine):
+def test_a_hazard_gets_exactly_its_expected_kinds_and_names_its_buffer(cls, engine):
     result = check(cls, engine)
     assert result.kinds == set(H.EXPECTED[cls]), result.summary()
+    if cls in H.CAUSES:  # the buffer the graph read and, for a wrong buffer, where this step's values went
+        cause, went = H.CAUSES[cls]
+        assert [cause_key(f.cause) for f in result.errors] == [cause], result.summary()
+        if went is not None:
+            [f] = result.errors
+            assert went in [cause_key(p) for p in f.details["new"]], result.summary()
+            assert f.where.split(", ")[0] not in f.details["new"], result.summary()
 
 
 @pytest.mark.parametrize("cls", H.SAFE, ids=H.label)

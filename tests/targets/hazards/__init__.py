@@ -6,10 +6,15 @@ Every buggy class repeats one mistake that shipped in a serving engine (see
 * ``EXPECTED``: buggy class -> the finding kinds graphsafe should report (the root cause).
 * ``SAFE``: the safe twins (no error finding expected).
 * ``TWIN_OF``: buggy class -> its safe twin.
+* ``CAUSES``: buggy class -> the buffer its finding must name (its ``cause``, container indices
+  dropped) and, for metadata written into the wrong buffer, where this step's values went.
 
 Modules: ``paged_decode`` (plain torch decode), ``split_kv`` (Triton split-KV decode),
 ``varlen`` (Triton mixed prefill/decode), ``state`` (recurrent and conv state pools),
-``workspace`` (workspaces and accumulators), ``spec_decode`` (speculative decoding).
+``workspace`` (workspaces and accumulators), ``spec_decode`` (speculative decoding),
+``wrong_buffer`` (metadata written into a persistent buffer the graph does not read),
+``lazy_guard`` (builders behind a have-initialised flag) and ``accumulate`` (buffers the
+graph reads and writes across replays).
 Run ``python -m tests.targets.hazards.survey`` for what graphsafe reports, and
 ``python -m tests.targets.hazards.eager_check`` for eager correctness.
 """
@@ -20,7 +25,7 @@ from ._common import use_interpreter
 
 use_interpreter()  # before the modules below define their Triton kernels
 
-from . import paged_decode, spec_decode, split_kv, state, varlen, workspace  # noqa: E402
+from . import accumulate, lazy_guard, paged_decode, spec_decode, split_kv, state, varlen, workspace, wrong_buffer  # noqa: E402
 
 TWIN_OF: dict[type, type] = {
     paged_decode.FreshSeqLens: paged_decode.PagedDecode,
@@ -40,6 +45,16 @@ TWIN_OF: dict[type, type] = {
     workspace.GrowingWorkspace: workspace.FixedWorkspace,
     workspace.AccumulatorZeroedInPrepare: workspace.SplitAccumulate,
     spec_decode.SpecDecodeZeroGuard: spec_decode.SpecDecode,
+    wrong_buffer.PingPongMetadata: wrong_buffer.PingPongStaging,
+    wrong_buffer.PingPongPackedVarlen: wrong_buffer.PingPongPackedStaging,
+    wrong_buffer.MetadataOfBatchSize: wrong_buffer.PerSizeMetadata,
+    wrong_buffer.PlanOnEagerWrapper: wrong_buffer.WrapperPair,
+    lazy_guard.LazyTokenMetadata: lazy_guard.TokenMetadataOnDevice,
+    lazy_guard.LazyPlanClearedInPrepare: lazy_guard.PlanClearedInPrepare,
+    accumulate.SplitKAccumulateInPrepare: accumulate.SplitKAccumulate,
+    accumulate.LazyZeroedSplitK: accumulate.SplitKAccumulate,
+    accumulate.LazyZeroedAccumulator: workspace.SplitAccumulate,
+    accumulate.TileCounterInPrepare: accumulate.TileCounter,
 }
 
 EXPECTED: dict[type, frozenset[str]] = {
@@ -60,6 +75,31 @@ EXPECTED: dict[type, frozenset[str]] = {
     workspace.GrowingWorkspace: frozenset({"stale-pointer"}),
     workspace.AccumulatorZeroedInPrepare: frozenset({"nondeterministic-replay"}),
     spec_decode.SpecDecodeZeroGuard: frozenset({"stale-padding"}),
+    wrong_buffer.PingPongMetadata: frozenset({"unpersisted-metadata"}),
+    wrong_buffer.PingPongPackedVarlen: frozenset({"unpersisted-metadata"}),
+    wrong_buffer.MetadataOfBatchSize: frozenset({"unpersisted-metadata"}),
+    wrong_buffer.PlanOnEagerWrapper: frozenset({"unpersisted-metadata"}),
+    lazy_guard.LazyTokenMetadata: frozenset({"lazy-init"}),
+    lazy_guard.LazyPlanClearedInPrepare: frozenset({"lazy-init"}),
+    accumulate.SplitKAccumulateInPrepare: frozenset({"nondeterministic-replay"}),
+    accumulate.LazyZeroedSplitK: frozenset({"lazy-init"}),
+    accumulate.LazyZeroedAccumulator: frozenset({"lazy-init"}),
+    accumulate.TileCounterInPrepare: frozenset({"nondeterministic-replay"}),
+}
+
+#: buggy class -> (cause with container indices dropped, a buffer the finding says this step's values went to)
+CAUSES: dict[type, tuple[str, str | None]] = {
+    wrong_buffer.PingPongMetadata: ("buffer:self.meta[].block_table", "self.meta[].block_table"),
+    wrong_buffer.PingPongPackedVarlen: ("buffer:self.tok_meta", "self.tok_meta[]"),
+    wrong_buffer.MetadataOfBatchSize: ("buffer:self.by_size[].block_table", "self.by_size[].block_table"),
+    wrong_buffer.PlanOnEagerWrapper: ("buffer:self.graph_wrapper.kv_indices", "self.eager_wrapper.kv_indices"),
+    lazy_guard.LazyTokenMetadata: ("buffer:self.token_req", None),
+    lazy_guard.LazyPlanClearedInPrepare: ("buffer:self.eager_state.split_start", None),
+    accumulate.SplitKAccumulateInPrepare: ("buffer:self.acc", None),
+    accumulate.LazyZeroedSplitK: ("buffer:self.acc", None),
+    accumulate.LazyZeroedAccumulator: ("buffer:self.acc", None),
+    accumulate.TileCounterInPrepare: ("buffer:self.counter", None),
+    workspace.AccumulatorZeroedInPrepare: ("buffer:self.acc", None),
 }
 
 SAFE: list[type] = [
@@ -76,6 +116,14 @@ SAFE: list[type] = [
     workspace.FixedWorkspace,
     workspace.SplitAccumulate,
     spec_decode.SpecDecode,
+    wrong_buffer.PingPongStaging,
+    wrong_buffer.PingPongPackedStaging,
+    wrong_buffer.PerSizeMetadata,
+    wrong_buffer.WrapperPair,
+    lazy_guard.TokenMetadataOnDevice,
+    lazy_guard.PlanClearedInPrepare,
+    accumulate.SplitKAccumulate,
+    accumulate.TileCounter,
 ]
 
 # SplitCountFromBatchDeviceLen is the safe-ish variant of SplitCountFromBatch (a frozen host
@@ -96,4 +144,4 @@ def label(cls: type) -> str:
     return f"{cls.__module__.rsplit('.', 1)[-1]}:{cls.__name__}"
 
 
-__all__ = ["EXPECTED", "SAFE", "TWIN_OF", "CAPTURE_DEPENDENT", "label"]
+__all__ = ["EXPECTED", "SAFE", "TWIN_OF", "CAUSES", "CAPTURE_DEPENDENT", "label"]

@@ -116,6 +116,8 @@ def check_class(cls, steps: int, sequences: int, padded: bool) -> str | None:
 
 
 PADDING_BUGS = {"stale-padding"}
+#: buggy targets whose mistake shows in any padded run, graph or not (graphsafe's eager runs are unpadded)
+PADDED_EAGER_WRONG = {"MetadataOfBatchSize"}
 
 
 def main(argv=None) -> int:
@@ -131,7 +133,7 @@ def main(argv=None) -> int:
     bad = 0
     for cls in classes:
         modes = [False]
-        if cls in SAFE or not (EXPECTED[cls] & PADDING_BUGS):
+        if cls in SAFE or not (EXPECTED[cls] & PADDING_BUGS or cls.__name__ in PADDED_EAGER_WRONG):
             modes.append(True)
         for padded in modes:
             try:

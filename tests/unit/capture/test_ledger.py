@@ -1,0 +1,99 @@
+"""The write ledger's per-parity record of prepare's writes, and how regions of an allocation are named."""
+
+from __future__ import annotations
+
+import torch
+
+from graphsafe.capture.evidence import byte_region, region_name, written_args
+from graphsafe.capture.ledger import prepare_calls
+from graphsafe.capture.statewalk import byte_view, storage_key
+from graphsafe.engines.recording import Launch, TensorArg
+
+VALUES = torch.tensor([3, 1, 0, 2], dtype=torch.int32)
+
+
+def keyed(*tensors: torch.Tensor) -> dict[int, torch.Tensor]:
+    return {storage_key(t): t for t in tensors}
+
+
+class DoubleBuffer:
+    """Writes the step's values into two copies in turn (the next copy on every call)."""
+
+    def __init__(self):
+        self.copies = [torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)]
+        self.cur = 0
+
+    def prepare(self) -> None:
+        self.cur = 1 - self.cur
+        self.copies[self.cur].copy_(VALUES)
+
+
+def test_a_buffer_written_on_alternate_calls_belongs_to_one_parity_only():
+    db = DoubleBuffer()
+    db.prepare()  # the failing step's own call: it wrote copies[1]
+    ka, kb = storage_key(db.copies[0]), storage_key(db.copies[1])
+    led = prepare_calls(keyed(*db.copies), db.prepare)
+    assert kb in led.step.mask and kb not in led.other.mask
+    assert ka in led.other.mask and ka not in led.step.mask
+    assert led.alternating(ka) and led.alternating(kb)
+
+
+def test_four_calls_leave_a_double_buffer_and_its_buffers_as_they_were():
+    db = DoubleBuffer()
+    db.prepare()
+    db.copies[0].fill_(9)
+    before, cur = [c.clone() for c in db.copies], db.cur
+    prepare_calls(keyed(*db.copies), db.prepare)
+    assert db.cur == cur
+    assert all(torch.equal(a, b) for a, b in zip(db.copies, before))
+
+
+def test_an_idempotent_prepare_writes_alike_on_both_parities_even_values_equal_to_a_fill():
+    buf = torch.zeros(3)
+    led = prepare_calls(keyed(buf), lambda: buf.copy_(torch.tensor([1.0, 0.0, 2.0])))
+    k = storage_key(buf)
+    assert torch.equal(led.step.mask[k], led.other.mask[k]) and not led.alternating(k)
+    assert bool(led.step.mask[k].all())  # the 0.0 written over the zero fill shows over the other fill
+
+
+def test_the_mask_covers_only_the_elements_prepare_writes():
+    buf = torch.zeros(4, dtype=torch.int64)
+    led = prepare_calls(keyed(buf), lambda: buf[:2].copy_(torch.tensor([5, 0])))
+    mask = led.step.mask[storage_key(buf)]
+    assert mask[:16].all() and not mask[16:].any()
+    assert led.written(storage_key(buf), 0, 16) and not led.written(storage_key(buf), 16, 32)
+
+
+def test_holds_tells_a_copy_with_this_batchs_values_from_a_stale_one():
+    db = DoubleBuffer()
+    db.prepare()  # copies[1] holds this batch's values; copies[0] an older batch's
+    db.copies[0].fill_(9)
+    seen = {storage_key(c): byte_view(c).clone() for c in db.copies}
+    led = prepare_calls(keyed(*db.copies), db.prepare)
+    ka, kb = storage_key(db.copies[0]), storage_key(db.copies[1])
+    assert led.holds(kb, seen[kb])
+    assert not led.holds(ka, seen[ka])
+
+
+def test_a_tensor_argument_spans_the_bytes_of_its_view():
+    arg = TensorArg(key=1, dtype="torch.int32", shape=(2, 3), stride=(4, 1), offset=8, internal=False)
+    assert byte_region(arg) == (32, 32 + (1 + 4 + 2) * 4)
+    assert byte_region(TensorArg(1, "torch.float32", (0, 3), (3, 1), 0, False)) is None
+
+
+def test_a_region_of_a_packed_buffer_is_named_by_its_index():
+    t = torch.zeros(2, 2, 8, dtype=torch.int32)  # 128 bytes
+    assert region_name("self.m", t, 0, 128) == "self.m"
+    assert region_name("self.m", t, 64, 128) == "self.m[1]"
+    assert region_name("self.m", t, 96, 128) == "self.m[1, 1]"
+    assert region_name("self.m", t, 8, 16) == "self.m[0, 0, 2:4]"
+    assert region_name("self.m", t, 2, 6) == "self.m (bytes 2:6)"  # not whole elements
+
+
+def test_a_launch_writes_the_arguments_its_schema_or_its_learned_writes_say():
+    a, b = (TensorArg(k, "torch.float32", (4,), (1,), 0, False) for k in (1, 2))
+    aten = Launch("aten", "aten::copy_", {"self": a, "src": b}, writes=("self",))
+    assert written_args(aten, set()) == [a]
+    triton = Launch("triton", "k", {"x": a, "y": b, "n": 4})
+    assert written_args(triton, {("k", "y")}) == [b]
+    assert written_args(triton, set()) == [a, b]  # nothing learned: any tensor argument may be written
