@@ -90,7 +90,8 @@ class Layout:
         def below(at: int, width: int, n: int) -> int:  # in [0, n), monotone in the bytes, 0 for zeros
             return int.from_bytes(data[at:at + width], "big") * n >> (8 * width)
 
-        repeat = self.o_repeat is not None and data[self.o_repeat] >= 128
+        # a quarter of the steps repeat the one before: the rate the choice-by-choice form had
+        repeat = self.o_repeat is not None and data[self.o_repeat] >= 192
         n_hi = self.top if n_hi is None else n_hi
         n = n_lo + below(self.o_n, self.w_n, n_hi - n_lo + 1)
         lo_floor = beyond_lo if beyond_lo is not None and self.o_beyond is not None and data[self.o_beyond] >= 128 else 1
