@@ -112,8 +112,8 @@ def main() -> None:
         subprocess.run(["rm", "-rf", str(tmp)])
     differ = {n: {side: runs[side][i]["verdicts"][n] for side in runs}
               for i in range(a.rounds) for n in names if runs["base"][i]["verdicts"][n] != runs["head"][i]["verdicts"][n]}
-    base_s = statistics.median(x["wall_seconds"] for x in runs["base"])
-    head_s = statistics.median(x["wall_seconds"] for x in runs["head"])
+    base_s = round(statistics.median(x["wall_seconds"] for x in runs["base"]), 2)
+    head_s = round(statistics.median(x["wall_seconds"] for x in runs["head"]), 2)
     data = {
         "command": f"python -m graphsafe check NAMES --engine emulate --examples {a.examples} --seed {a.seed} --expected",
         "names": names, "base_commit": base, "head_commit": head, "head_dirty": dirty, "rounds": a.rounds,
