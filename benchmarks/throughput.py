@@ -4,17 +4,25 @@ The bare loop captures every size once through the engine (real CUDA graphs on a
 emulator's capture on a CPU), then per example builds a fresh eager instance from the same seed and
 per step runs prepare, replay, eager prepare + forward, and compares outputs and static tensors.
 graphsafe runs the same number of examples through ``graphsafe.check`` (Hypothesis drawing,
-poisoning, pointer checks included) after one warm call, so compilation is outside both timings,
-twice: with the ``worst`` capture policy only (what the bare loop does: the ratio the goal is about),
-and with the default policies (worst, minimal, drawn, ascending), whose extra captures (a session
-per policy, a capture per drawn example) fall inside its timing as they do in any real check.
+poisoning, pointer checks included) twice: with the ``worst`` capture policy only (what the bare
+loop does: the ratio the goal is about), and with the default policies (worst, ascending, minimal,
+drawn), whose extra captures (a session per policy, a capture per drawn example) fall inside its
+timing as they do in any real check.
 
-    python benchmarks/throughput.py [--engine E] [--examples 200] [--steps 4] [--only NAME...]
+Compilation is outside every timing: with ``--warm full`` (the default) each timed run is the second
+of two identical runs (same plans, same seed), so every kernel specialisation it meets was compiled
+by the first; ``--warm quick`` warms with two examples only (the previous releases' method, which
+can leave a first-seen specialisation's compile inside a timed run).  The JSON records the machine
+(GPU, host, CUDA, torch, triton), the commit and the method.
+
+    python benchmarks/throughput.py [--engine E] [--examples 200] [--steps 4] [--warm full|quick] [--only NAME...]
 """
 
 from __future__ import annotations
 
 import argparse
+import platform
+import subprocess
 import time
 import warnings
 
@@ -87,12 +95,27 @@ def bare_loop(cls, spec, engine, plans) -> tuple[int, float, int]:
         return n, time.perf_counter() - t, bad
 
 
-def through_graphsafe(name, engine_name, examples, steps, capture=None) -> tuple[int, float, bool]:
+def through_graphsafe(name, engine_name, examples, steps, capture=None, warm="full") -> tuple[int, float, bool]:
     """Steps, seconds and verdict of one check; ``capture``: the capture policies (None: the default)."""
     kw = {} if capture is None else {"capture": capture}
-    graphsafe.check(name, engine=engine_name, examples=2, steps=steps, database=False, seed=99, **kw)  # compile
+    if warm == "full":  # the same check once before: every specialisation the timed one meets is compiled
+        graphsafe.check(name, engine=engine_name, examples=examples, steps=steps, database=False, seed=0, **kw)
+    else:
+        graphsafe.check(name, engine=engine_name, examples=2, steps=steps, database=False, seed=99, **kw)
     r = graphsafe.check(name, engine=engine_name, examples=examples, steps=steps, database=False, seed=0, **kw)
     return r.steps, r.seconds, r.ok
+
+
+def host() -> dict:
+    """What ``_util.machine()`` leaves out: the host, the CUDA runtime, the commit measured."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_util.ROOT, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=_util.ROOT,
+                                    capture_output=True, text=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = None, None
+    return {"host": platform.node(), "cuda": torch.version.cuda, "commit": commit, "dirty": dirty}
 
 
 def main() -> None:
@@ -100,6 +123,8 @@ def main() -> None:
     ap.add_argument("--engine", default="auto")
     ap.add_argument("--examples", type=int, default=200)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--warm", choices=("full", "quick"), default="full",
+                    help="full: each timed run follows an identical one (default); quick: two examples before")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -109,10 +134,10 @@ def main() -> None:
         cls, _ = resolve_target(name)
         spec = cls.default_spec
         plans = draw_plans(spec, cls.support, a.examples, a.steps)
-        bare_loop(cls, spec, eng, plans[:2])  # compile
+        bare_loop(cls, spec, eng, plans if a.warm == "full" else plans[:2])  # compile
         bn, bs, bad = bare_loop(cls, spec, eng, plans)
-        gn, gsec, ok = through_graphsafe(name, eng.name, a.examples, a.steps, capture=("worst",))
-        dn, dsec, dok = through_graphsafe(name, eng.name, a.examples, a.steps)
+        gn, gsec, ok = through_graphsafe(name, eng.name, a.examples, a.steps, capture=("worst",), warm=a.warm)
+        dn, dsec, dok = through_graphsafe(name, eng.name, a.examples, a.steps, warm=a.warm)
         row = {
             "variant": name, "bare_steps": bn, "bare_seconds": round(bs, 3), "bare_steps_per_s": round(bn / bs, 1),
             "graphsafe_steps": gn, "graphsafe_seconds": round(gsec, 3), "graphsafe_steps_per_s": round(gn / gsec, 1),
@@ -122,7 +147,8 @@ def main() -> None:
         }
         rows.append(row)
         print(row, flush=True)
-        _util.write(f"throughput-{eng.name}", {"engine": eng.name, "examples": a.examples, "steps": a.steps, "rows": rows}, a.out)
+        _util.write(f"throughput-{eng.name}", {"engine": eng.name, "examples": a.examples, "steps": a.steps,
+                                                "warm": a.warm, "run": host(), "rows": rows}, a.out)
     print("\n| variant | bare steps/s | graphsafe steps/s (worst) | ratio | default policies steps/s | ratio |")
     print("|---|---|---|---|---|---|")
     for r in rows:

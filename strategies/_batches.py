@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Iterable
 
@@ -10,7 +11,8 @@ from hypothesis.strategies import SearchStrategy
 
 from graphsafe.contract import Batch, CaptureSpec, Support
 
-from ._lengths import normalize_chunks, seq_len_strategy
+from ._encoded import layout
+from ._lengths import DEFAULT_SPLIT_KV, normalize_chunks, seq_len_strategy
 from ._tables import _draw_block_table
 from ._validate import (
     MAX_SEED, MaybeStrategy, _check_count, _check_given, _check_plain_slots, _check_query_lens, _check_seed, _check_seq_lens,
@@ -359,7 +361,10 @@ def capture_batches(
         sp = _check_spec(_get(draw, spec))
         level = _check_support(_get(draw, support))
         slots = _check_count("num_slots", _get(draw, num_slots), 1, sp.max_reqs, " (spec.max_reqs)")
-        seeds = _ints(0, MAX_SEED) if seed is None else seed
-        return draw(_batch(sp, level, _ints(1, slots), seeds, num_slots=slots, hi_cap=sp.max_seq_len - 1))
+        lay = layout(sp, level, slots, DEFAULT_SPLIT_KV)  # one draw decoded (strategies._encoded)
+        batch = lay.decode(draw(lay.bytes), n_hi=slots, hi_cap=sp.max_seq_len - 1, num_slots=slots)[1]
+        if seed is not None:
+            batch = dataclasses.replace(batch, seed=_check_seed(_get(draw, seed)))
+        return batch
 
     return _capture()

@@ -1,4 +1,8 @@
-"""Step sequences: the batches one example replays, one after another."""
+"""Step sequences: the batches one example replays, one after another.
+
+Each step is one byte string decoded into a batch (:mod:`strategies._encoded`): an example of a few
+steps costs Hypothesis about ten choices, not the fifty-odd of drawing every field on its own.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,9 @@ from hypothesis.strategies import SearchStrategy
 
 from graphsafe.contract import Batch, CaptureSpec, Support
 
-from ._batches import _batch
-from ._validate import (
-    MaybeStrategy, _check_capture, _check_spec, _check_steps, _check_support, _get, _ints, _is_strategy,
-    _seeds_avoiding,
-)
+from ._encoded import layout
+from ._lengths import DEFAULT_SPLIT_KV
+from ._validate import MaybeStrategy, _check_capture, _check_spec, _check_steps, _check_support, _get, _is_strategy
 
 # -- step_sequences -------------------------------------------------------------------
 
@@ -76,55 +78,37 @@ def step_sequences(
         if cap is not None:
             _check_capture(sp, cap)
         top = sp.max_reqs if cap is None else min(sp.max_reqs, cap.num_slots)
-        seeds = _seeds_avoiding(None if cap is None else cap.seed)
+        avoid = None if cap is None else cap.seed
         beyond_lo = None
         if beyond and cap is not None and cap.max_seq_len < sp.max_seq_len:
             beyond_lo = cap.max_seq_len + 1
+        lay = layout(sp, level, top, DEFAULT_SPLIT_KV, repeat=True, beyond=beyond_lo is not None)
 
-        def step(num_reqs: SearchStrategy[int]) -> SearchStrategy[Batch]:
-            return _step(sp, level, num_reqs, seeds, beyond_lo)
+        def step(data: bytes, n_lo: int = 1, n_hi: int = top) -> tuple[bool, Batch]:
+            return lay.decode(data, n_lo=n_lo, n_hi=n_hi, avoid=avoid, beyond_lo=beyond_lo)
 
         # Sometimes (a drawn boolean, shrinking to False) end the sequence with
         # a forced "larger, then smaller" pair: stale padding from the larger.
         force = top >= 2 and hi_steps >= 2 and draw(_BOOLS)
-        fresh = step(_ints(1, top))
-        items = draw(_step_lists(fresh, max(0 if force else 1, lo_steps - 2 * force), hi_steps - 2 * force))
+        items = draw(_step_lists(lay.bytes, max(0 if force else 1, lo_steps - 2 * force), hi_steps - 2 * force))
         out: list[Batch] = []
         for item in items:
-            if item is _REPEAT:
-                # "the same batch again"; with nothing before it, a fresh one.
-                item = out[-1] if out else draw(fresh)
-            out.append(item)
+            repeat, batch = step(item)
+            # "the same batch again" (the flag byte); with nothing before it, the fresh one.
+            out.append(out[-1] if repeat and out else batch)
         if force:
-            big = draw(step(_ints(2, top)))
-            out += [big, draw(step(_ints(1, big.num_reqs - 1)))]
+            big = step(draw(lay.bytes), 2)[1]
+            out += [big, step(draw(lay.bytes), 1, big.num_reqs - 1)[1]]
         return out
 
     return _steps()
 
-
-@st.composite
-def _step(
-    draw: Any,
-    spec: CaptureSpec,
-    level: Support,
-    num_reqs: SearchStrategy[int],
-    seeds: SearchStrategy[int],
-    beyond_lo: int | None,
-) -> Batch:
-    lo_floor = 1
-    if beyond_lo is not None and draw(_BOOLS):
-        lo_floor = beyond_lo
-    return draw(_batch(spec, level, num_reqs, seeds, lo_floor=lo_floor))
-
-
-_step = functools.lru_cache(maxsize=4096)(_step)
 
 # Strategy objects built inside a draw are validated by Hypothesis every time: the same ones are reused
 _BOOLS = st.booleans()
 
 
 @functools.lru_cache(maxsize=4096)
-def _step_lists(fresh: SearchStrategy[Batch], min_size: int, max_size: int) -> SearchStrategy[list]:
-    """Fresh batches or "the same again", ``min_size..max_size`` of them."""
-    return st.lists(st.one_of(fresh, st.just(_REPEAT)), min_size=min_size, max_size=max_size)
+def _step_lists(step: SearchStrategy[bytes], min_size: int, max_size: int) -> SearchStrategy[list]:
+    """``min_size..max_size`` steps' bytes."""
+    return st.lists(step, min_size=min_size, max_size=max_size)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from graphsafe.contract import CaptureSpec
 from graphsafe.errors import UsageError
@@ -38,6 +38,16 @@ def _draw_block_table(
     shrinks to ``j == i`` (no swap), so tables shrink to ``first, first+1, ...``
     in request order, while unshrunk draws use the whole pool (high ids too).
     """
+    swap = (lambda k, i, hi: draw(_ints(i, hi))) if shuffle else None
+    return block_table(spec, seq_lens, reserve_null_block, swap)
+
+
+def block_table(
+    spec: CaptureSpec, seq_lens: tuple[int, ...], reserve_null_block: bool,
+    swap: Callable[[int, int, int], int] | None,
+) -> tuple[tuple[int, ...], ...]:
+    """The table of :func:`_draw_block_table`, with ``swap(k, i, hi)`` giving the position in ``[i, hi]``
+    that the ``k``-th shuffled position ``i`` swaps with (None: identity order)."""
     first = 1 if reserve_null_block else 0
     pool = spec.num_blocks - first
     needs = [math.ceil(s / spec.block_size) for s in seq_lens]
@@ -48,13 +58,13 @@ def _draw_block_table(
             f"leaves only {pool} (reserve_null_block={reserve_null_block})"
         )
     swapped: dict[int, int] = {}  # virtual pool: position -> value (default: itself)
-    if shuffle and pool > 1:
+    if swap is not None and pool > 1:
         starts, acc = [], 0
         for n in needs:
             starts.append(acc)
             acc += n
-        for i in _shuffle_positions(starts, total):
-            j = draw(_ints(i, pool - 1))
+        for k, i in enumerate(_shuffle_positions(starts, total)):
+            j = swap(k, i, pool - 1)
             if j != i:
                 vi, vj = swapped.get(i, i), swapped.get(j, j)
                 swapped[i], swapped[j] = vj, vi

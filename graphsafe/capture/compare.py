@@ -19,8 +19,8 @@ import torch
 from ..contract import Batch, CaptureSpec
 from ..findings import Mismatch
 
-__all__ = ["Tolerance", "Comparator", "tolerances", "reorder_tolerances", "compare", "compare_many", "piece_elems",
-           "Locator", "WHOLE_BELOW"]
+__all__ = ["Tolerance", "Comparator", "tolerances", "reorder_tolerances", "compare", "compare_many", "verdicts",
+           "piece_elems", "Locator", "WHOLE_BELOW"]
 
 
 @dataclass(frozen=True)
@@ -215,19 +215,18 @@ def compare_many(
 
     The per-step path compares several outputs and static tensors; reading each
     verdict back separately costs a device synchronisation per tensor.  Here every
-    verdict stays on the device until one ``tolist()``, and only the pairs that
-    differ (or whose shapes differ) get the detailed :func:`compare`.
+    verdict stays on the device until one ``tolist()`` (:func:`verdicts`), and only
+    the pairs that differ (or whose shapes differ) get the detailed :func:`compare`.
     """
-    bad, verdicts, pending = [], [], []  # indices into pairs
+    bad, items, pending = [], [], []  # indices into pairs
     for i, (_, g, e, _loc, *rows) in enumerate(pairs):
         if g.shape != e.shape:
             bad.append(i)
         elif g.numel() > 0:
-            r, a = tolerances(e.dtype, rtol, atol)
-            verdicts.append(_verdict(g, e, r, a, bitwise, rows[0] if rows else None))
+            items.append((g, e, *tolerances(e.dtype, rtol, atol), rows[0] if rows else None))
             pending.append(i)
-    if verdicts:
-        bad += [i for i, good in zip(pending, torch.stack(verdicts).tolist()) if not good]
+    if items:
+        bad += [i for i, good in zip(pending, verdicts(items, bitwise)) if not good]
     found = []
     for i in sorted(bad):
         name, g, e, loc, *rows = pairs[i]
@@ -235,6 +234,49 @@ def compare_many(
         if m is not None:
             found.append(m)
     return found
+
+
+#: pairs of at most this many elements are compared together on a GPU (one closeness test per kind of
+#: comparison, not one per pair); larger ones piece by piece
+FUSE_BELOW = 1 << 16
+#: compare small pairs together on the CPU too (off: there a pair that is equal costs one ``torch.equal``,
+#: cheaper than joining it with others; tests turn it on to check the joined form against the single one)
+FUSE_ON_CPU = False
+
+
+def verdicts(items: Sequence[tuple], bitwise: bool = False) -> list[bool]:
+    """For ``(graph, eager, rtol, atol, rows)`` items of equal shapes: is each close?  One host read.
+
+    On a GPU the small pairs without ``rows`` are joined per kind of comparison (exact for integers,
+    NaN-equal for ``bitwise`` floats, else ``isclose`` at one (rtol, atol)): one flat copy of each side,
+    one closeness test and one reduction per pair, instead of a dozen kernels per pair.  The answer is
+    the same as :func:`compare`'s, pair by pair.
+    """
+    out: list[torch.Tensor | None] = [None] * len(items)
+    groups: dict[tuple, list[int]] = {}
+    for i, (g, e, r, a, rows) in enumerate(items):
+        if rows is None and g.numel() <= FUSE_BELOW and (g.device.type != "cpu" or FUSE_ON_CPU):
+            kind = "exact" if not g.dtype.is_floating_point else "bitwise" if bitwise else "close"
+            groups.setdefault((g.device, kind, r if kind == "close" else 0.0, a if kind == "close" else 0.0), []).append(i)
+        else:
+            out[i] = _verdict(g, e, r, a, bitwise, rows)
+    for (device, kind, r, a), idx in groups.items():
+        flat = [(items[i][0].reshape(-1), items[i][1].reshape(-1).to(device)) for i in idx]
+        if kind == "close":  # compared in float32, as _close does
+            flat = [(g.float(), e.float()) for g, e in flat]
+        gs = torch.cat([g for g, _ in flat]) if len(flat) > 1 else flat[0][0]
+        es = torch.cat([e for _, e in flat]) if len(flat) > 1 else flat[0][1]
+        if kind == "close":
+            close = torch.isclose(gs, es, rtol=r, atol=a, equal_nan=True)
+        elif kind == "bitwise":
+            close = (gs == es) | (gs.isnan() & es.isnan())
+        else:
+            close = gs == es
+        start = 0
+        for i, (g, _) in zip(idx, flat):
+            out[i] = close[start:start + g.numel()].all()
+            start += g.numel()
+    return [bool(v) for v in torch.stack([v.to(out[0].device) for v in out]).tolist()]
 
 
 def _unravel(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -97,6 +97,11 @@ def randomise_static(target: Target, seed: int, like: Target | None = None) -> N
                     fill_seeded(t, derive_seed(seed, name))
 
 
+#: decide which pieces changed with one read on the CPU too (off: there ``torch.equal`` per piece is cheaper;
+#: tests turn it on to check the GPU's form)
+ONE_READ_ON_CPU = False
+
+
 class SavedStatics:
     """The static tensors of an instance at the first step of an example, saved so that replays can be
     undone (:meth:`restore`) without a full copy of a large one.
@@ -117,11 +122,24 @@ class SavedStatics:
                 self.parts.append(("rows", t, rows, t.index_select(0, rows)))
             elif t.dtype.is_floating_point and t.is_contiguous() and t.numel() > SEEDED_POOL:
                 key, flat = derive_seed(seed, name), t.view(-1)
-                changed = {s: flat[s:s + v.numel()].clone() for s, v in self._expected(t, key)
-                           if not torch.equal(_bits(flat[s:s + v.numel()]), _bits(v))}
-                self.parts.append(("seeded", t, key, changed))
+                self.parts.append(("seeded", t, key, self._changed(t, flat, key)))
             else:
                 self.parts.append(("clone", t, t.clone()))
+
+    @classmethod
+    def _changed(cls, t: torch.Tensor, flat: torch.Tensor, key: int) -> dict[int, torch.Tensor]:
+        """Copies of the pieces of ``t`` that differ from the values ``key`` gives it, by flat offset.  On
+        the CPU a piece that is equal costs one ``torch.equal``; elsewhere every piece's verdict stays on
+        the device until one read for all (no synchronisation per piece)."""
+        if t.device.type == "cpu" and not ONE_READ_ON_CPU:
+            return {s: flat[s:s + v.numel()].clone() for s, v in cls._expected(t, key)
+                    if not torch.equal(_bits(flat[s:s + v.numel()]), _bits(v))}
+        spans, flags = [], []
+        for s, v in cls._expected(t, key):
+            spans.append((s, v.numel()))
+            flags.append((_bits(flat[s:s + v.numel()]) != _bits(v)).any())
+        differs = torch.stack(flags).tolist() if flags else []
+        return {s: flat[s:s + n].clone() for (s, n), d in zip(spans, differs) if d}
 
     @staticmethod
     def _expected(t: torch.Tensor, key: int) -> Iterator[tuple[int, torch.Tensor]]:

@@ -30,7 +30,7 @@ from ..engines import Engine, get_engine
 from ..errors import UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
 from .options import CheckOptions
-from .causes import group_by_cause
+from .causes import cause_key, group_by_cause
 from .plans import Phase, Plan, drawn_plans, phases, session_plans
 from .steps import ExampleRunner, target_error
 from .targets import resolve_target, validate_target
@@ -197,9 +197,15 @@ def _collect_only_new_objects():
 
 
 def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dict, t0: float) -> list[Finding]:
-    """Run each phase's search in turn, with only that phase's graphs alive; the findings they shrank."""
+    """Run each phase's search in turn, with only that phase's graphs alive; the findings they shrank.
+
+    A later phase does not find and shrink again what an earlier one reported: an example whose
+    finding has the kind and cause of one found already counts as passing there (the phase's first
+    such finding joins the result unshrunk, as evidence for its cause), and the phase searches on.
+    """
     options, support = p.options, p.support
     found: list[Finding] = []
+    known: set[tuple] = set()  # (kind, cause) of every finding reported so far
     learned: set | None = None  # kernel writes the first session learned, for drawn captures
     session = None
     for phase in plan:
@@ -215,16 +221,25 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
             learned = learned if learned is not None else session.learned_writes()
             runner = p.runner(session, known_writes=learned)
             strategy = session_plans(p.spec, support, sizes, session.infos[max(session.graphs)].batch, options.steps)
-        found += _search(p, runner, strategy, phase, counter, t0) + runner.infos
+        new = _search(p, runner, strategy, phase, counter, t0, known)
+        known |= {_known_key(f) for f in new}
+        found += new + runner.infos
         counter["steps"] += runner.steps_run
         runner = session = None  # the phase's graphs and target instance go before the next phase's are made
         gc.collect()  # (a session's graphs and buffers reference each other)
     return found
 
 
-def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter: dict, t0: float) -> list[Finding]:
-    """One Hypothesis search over the phase's plans; the findings it shrank."""
+def _known_key(f: Finding) -> tuple:
+    return f.kind, cause_key(f.cause)
+
+
+def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter: dict, t0: float,
+            known: set[tuple] = frozenset()) -> list[Finding]:
+    """One Hypothesis search over the phase's plans; the findings it shrank, and the first finding of each
+    ``known`` (kind, cause) it met again (not failed, so not shrunk: see :func:`_phases`)."""
     options = p.options
+    again: dict[tuple, Finding] = {}
 
     @settings(
         parent=settings.default,
@@ -242,6 +257,9 @@ def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter:
     def run_examples(plan: Plan) -> None:
         counter["n"] += 1
         f = runner.run(plan)
+        if f is not None and _known_key(f) in known:
+            again.setdefault(_known_key(f), f)
+            f = None
         if counter["progress"] is not None:
             kinds = tuple(sorted({k.value for k in counter["first"]} | ({f.kind.value} if f else set())))
             counter["progress"](Progress(counter["n"], counter["planned"], phase.policy.name, kinds))
@@ -261,7 +279,7 @@ def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter:
     except BaseException as exc:  # noqa: BLE001 - findings arrive as (groups of) exceptions
         if isinstance(exc, (KeyboardInterrupt, SystemExit)) or not _collect(exc, found):
             raise
-    return found
+    return found + list(again.values())
 
 
 def reproduce(

@@ -13,7 +13,6 @@ import torch
 
 from ..capture.compare import Comparator
 from ..capture.context import CaptureContext, StepContext, live_rows
-from ..capture.ledger import poison_floats, storages_of
 from ..capture.policies import POLICIES
 from ..capture.session import CaptureSession, as_target_failure, call_target
 from ..capture.statics import randomise_static, static_dict
@@ -122,7 +121,7 @@ class ExampleRunner:
             padded.append(pb)
             self.steps_run += 1
 
-            poison_floats(storages_of(g, session.unpoisoned).values())
+            session.poison()
             call_target("prepare(batch)", g.prepare, pb)
             ctx = StepContext(
                 target_cls=self.cls, target_name=self.name, spec=self.spec, engine=self.engine, session=session,

@@ -1,10 +1,18 @@
 """Graph-versus-eager comparison: tolerances, NaN, shapes, and the batched per-step form."""
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graphsafe.capture import compare as compare_module
 from graphsafe.capture.compare import compare, compare_many
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
 
 
 def test_equal_tensors_give_no_mismatch():
@@ -69,3 +77,31 @@ def test_compare_many_agrees_with_compare_pair_by_pair(values, flips, bitwise):
     expected = [m for (n, g, e, loc) in pairs if (m := compare(n, g, e, bitwise=bitwise)) is not None]
     got = compare_many(pairs, bitwise=bitwise)
     assert [(m.tensor, m.count) for m in got] == [(m.tensor, m.count) for m in expected]
+
+
+_VALUES = [0.0, -0.0, 1.0, -2.5, 1e-6, float("nan"), float("inf"), float("-inf")]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    data=st.lists(st.tuples(st.sampled_from([torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.bool]),
+                            st.lists(st.tuples(st.sampled_from(_VALUES), st.sampled_from(_VALUES + ["ulp"])),
+                                     min_size=1, max_size=5)),
+                  min_size=1, max_size=5),
+    bitwise=st.booleans(),
+)
+def test_pairs_joined_into_one_comparison_get_the_verdicts_of_pairs_compared_alone(monkeypatch_module, data, bitwise):
+    # what a GPU does with a step's small pairs, run on the CPU: the same verdict for every pair
+    pairs = []
+    for i, (dtype, values) in enumerate(data):
+        g = torch.tensor([v for v, _ in values]).to(dtype)
+        e = torch.tensor([v if w == "ulp" else w for v, w in values])
+        ulp = torch.tensor([w == "ulp" for _, w in values])
+        e = torch.where(ulp, torch.nextafter(e, torch.tensor(10.0)), e).to(dtype)
+        pairs.append((f"t{i}", g, e, None))
+    alone = [m.tensor for m in compare_many(pairs, bitwise=bitwise)]
+    monkeypatch_module.setattr(compare_module, "FUSE_ON_CPU", True)
+    joined = [m.tensor for m in compare_many(pairs, bitwise=bitwise)]
+    monkeypatch_module.setattr(compare_module, "FUSE_ON_CPU", False)
+    assert joined == alone
+    assert alone == [n for (n, g, e, _) in pairs if compare(n, g, e, bitwise=bitwise) is not None]

@@ -6,6 +6,7 @@ import torch
 
 from graphsafe import Batch, CaptureSpec
 from graphsafe.capture import compare as compare_mod
+from graphsafe.capture import statics as statics_mod
 from graphsafe.capture.compare import Comparator, compare
 from graphsafe.capture.statics import SavedStatics, randomise_static
 from graphsafe.values import SEEDED_POOL, derive_seed, fill_seeded
@@ -53,7 +54,9 @@ def test_a_step_compares_only_the_region_and_the_example_end_everything():
     assert Comparator(SPEC).region(statics_g, [BATCH]) is None
 
 
-def test_saved_statics_restore_rows_seeded_pieces_and_clones():
+@pytest.mark.parametrize("one_read", [False, True], ids=["piece_by_piece", "one_read_as_on_a_gpu"])
+def test_saved_statics_restore_rows_seeded_pieces_and_clones(monkeypatch, one_read):
+    monkeypatch.setattr(statics_mod, "ONE_READ_ON_CPU", one_read)
     seed = 5
     cache = torch.randn(SPEC.num_blocks, 4, 2)
     weights = fill_seeded(torch.empty(SEEDED_POOL * 2 + 3), derive_seed(seed, "weights"))
@@ -65,7 +68,8 @@ def test_saved_statics_restore_rows_seeded_pieces_and_clones():
     saved = SavedStatics(statics, seed, cmp.region(statics, [BATCH]), cmp.paged)
     kinds = {part[0] for part in saved.parts}
     assert kinds == {"rows", "seeded", "clone"}
-    assert sum(v.numel() for v in saved.parts[1][3].values()) < weights.numel()  # only the changed piece
+    assert list(saved.parts[1][3]) == [0]  # only the changed piece (elements 10 and 12)
+    assert sum(v.numel() for v in saved.parts[1][3].values()) < weights.numel()
     for _ in range(2):
         cache[[0, 3, 7]] += 1.0
         weights[-1] = 0.0
@@ -76,8 +80,10 @@ def test_saved_statics_restore_rows_seeded_pieces_and_clones():
             assert torch.equal(v.view(torch.uint8), before[k].view(torch.uint8)), k
 
 
+@pytest.mark.parametrize("one_read", [False, True], ids=["piece_by_piece", "one_read_as_on_a_gpu"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_saved_statics_keep_nothing_of_an_untouched_large_tensor(dtype):
+def test_saved_statics_keep_nothing_of_an_untouched_large_tensor(monkeypatch, dtype, one_read):
+    monkeypatch.setattr(statics_mod, "ONE_READ_ON_CPU", one_read)
     t = fill_seeded(torch.empty(SEEDED_POOL * 3, dtype=dtype), derive_seed(1, "w"))
     saved = SavedStatics({"w": t}, 1, None, lambda t: False)
     assert saved.parts[0][0] == "seeded" and saved.parts[0][3] == {}
