@@ -24,48 +24,13 @@ from ..findings import Mismatch
 from .context import StepContext, live_rows
 from .ledger import PrepareLedger, fill_other, fill_zero, poison_floats, prepare_calls, prepare_writes, storages_of
 from .session import call_target
+from .regions import byte_region, region_name, tensor_args, written_args
 from .statewalk import byte_view, paths_by_storage, storage_key, walk
 from .statics import SavedStatics, randomise_static, static_dict, static_keys
 
-__all__ = ["Evidence", "ReadOrigin", "ScratchRun", "carried_inputs", "byte_region", "region_name", "written_args"]
+__all__ = ["Evidence", "ReadOrigin", "ScratchRun", "carried_inputs"]
 
 _INDEX = re.compile(r"\[[^\[\]]*\]")
-
-
-def byte_region(arg: TensorArg) -> tuple[int, int] | None:
-    """The bytes ``[lo, hi)`` of its storage that a tensor argument spans (None when it is empty)."""
-    if any(n == 0 for n in arg.shape):
-        return None
-    es = getattr(torch, arg.dtype.replace("torch.", "")).itemsize
-    extent = 1 + sum((n - 1) * abs(st) for n, st in zip(arg.shape, arg.stride))
-    return arg.offset * es, (arg.offset + extent) * es
-
-
-def region_name(path: str, t: torch.Tensor, lo: int, hi: int) -> str:
-    """``path`` narrowed to the bytes ``[lo, hi)`` of its storage: ``self.meta[1]``, ``self.meta[0, 1]``,
-    ``self.meta[2:4]``, or ``self.meta (bytes 64:128)`` when the bytes are no index range of ``t``."""
-    es = t.element_size()
-    a, b = lo // es - t.storage_offset(), hi // es - t.storage_offset()
-    if lo % es or hi % es or not t.is_contiguous() or a < 0 or b > t.numel() or a >= b:
-        return f"{path} (bytes {lo}:{hi})"
-    index, shape = [], list(t.shape)
-    while shape:
-        size = 1
-        for n in shape:
-            size *= n
-        if a == 0 and b == size:
-            break
-        row = size // shape[0]
-        i, j = a // row, (b - 1) // row
-        if i == j and len(shape) > 1:  # inside one row: index it and look inside
-            index.append(str(i))
-            a, b, shape = a - i * row, b - i * row, shape[1:]
-            continue
-        if a % row or b % row:
-            return f"{path} (bytes {lo}:{hi})"
-        index.append(str(i) if b // row - i == 1 else f"{i}:{b // row}")
-        break
-    return f"{path}[{', '.join(index)}]" if index else path
 
 
 @dataclass
@@ -180,12 +145,37 @@ class Evidence:
             return True
         return led.holds(key, self.as_replayed[key], lo, hi)
 
+    def eager_reads_the_same(self, key: int, lo: int, hi: int) -> bool:
+        """Did the replay read in bytes ``[lo, hi)`` of ``key`` exactly what an eager run of this step (a fresh
+        instance, padded alike) reads at the same argument of the same launch?  Then that region cannot be
+        the cause, whoever last wrote it: a wrapper's constant (a ``qo_indptr`` made once when the wrapper was
+        built in an earlier ``prepare``) holds what every batch needs."""
+        replayed = self.as_replayed.get(key)  # (None: no longer reachable from the target)
+        if replayed is None:
+            return False
+        graph = [launch for launch in self.ctx.info.launches if launch.device_work]
+        run = self.fresh_scratch
+        eager = [launch for launch in run.launches if launch.device_work]
+        if [(la.kind, la.name) for la in graph] != [(lb.kind, lb.name) for lb in eager]:
+            return False
+        for la, lb in zip(graph, eager):
+            for name, v in la.args.items():
+                w = lb.args.get(name)
+                if not (isinstance(v, TensorArg) and v.key == key and byte_region(v) == (lo, hi)
+                        and isinstance(w, TensorArg) and w.shape == v.shape and w.dtype == v.dtype):
+                    continue
+                for path in (run.paths or {}).get(w.key, []):
+                    t = run.buffers_after_prepare.get(path)
+                    if t is not None and t.shape == w.shape and t.dtype.itemsize * t.numel() == hi - lo:
+                        return torch.equal(byte_view(t.contiguous()), replayed[lo:hi])
+        return False
+
     def read_regions(self, key: int) -> list[tuple[int, int, TensorArg | None]]:
         """The regions of ``key`` the graph's launches read, in launch order (the whole storage if none is known).
         Views and bookkeeping ops read nothing: only launches that do device work count."""
         out: list[tuple[int, int, TensorArg | None]] = []
         for launch in self.ctx.info.launches:
-            for v in _tensor_args(launch) if launch.device_work else ():
+            for v in tensor_args(launch) if launch.device_work else ():
                 r = byte_region(v) if v.key == key else None
                 if r is not None and all((lo, hi) != r for lo, hi, _ in out):
                     out.append((*r, v))
@@ -239,7 +229,8 @@ class Evidence:
         for key, buf in ctx.graph.recording.external.items():
             if key in ctx.session.static_keys or key in info.graph_written or not buf.alive():
                 continue  # (a buffer alive but no longer reachable from the target: nothing this step writes it)
-            stale = [(lo, hi, a) for lo, hi, a in self.read_regions(key) if not self.wrote_for_batch(key, lo, hi)]
+            stale = [(lo, hi, a) for lo, hi, a in self.read_regions(key)
+                     if not self.wrote_for_batch(key, lo, hi) and not self.eager_reads_the_same(key, lo, hi)]
             if stale:
                 found[key] = stale
         replay_written = self._replay_writes(set(found))
@@ -340,7 +331,9 @@ class Evidence:
         call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)
         statics = static_keys(inst) | ctx.session.share_constants(inst)
         steps = ctx.padded if padded else ctx.history
-        steps = steps if history else steps[-1:]
+        # without the graph instance's history, the earlier steps run as the eager reference ran them
+        # (unpadded): state they leave by design (a KV cache) is then the reference's, and only this step differs
+        steps = steps if history else [*ctx.history[:-1], steps[-1]]
         if history:
             # the graph instance's own history: every capture (largest first) before the example
             for size in sorted(ctx.session.infos, reverse=True):
@@ -381,7 +374,8 @@ class Evidence:
 
     @functools.cached_property
     def fresh_scratch(self) -> ScratchRun:
-        """Eager run of only this step, padded, on a fresh instance (no history)."""
+        """Eager run of this step, padded, on a fresh instance without the graph instance's history (its
+        earlier steps as the eager reference ran them)."""
         return self._scratch(history=False)
 
     @functools.cached_property
@@ -403,7 +397,8 @@ class Evidence:
 
     @functools.cached_property
     def fresh_unpadded_scratch(self) -> ScratchRun:
-        """Eager run of only this step, unpadded but poisoned like the others, on a fresh instance."""
+        """:attr:`fresh_scratch` with this step unpadded too (poisoned like the others): the eager reference
+        again, through the diagnosis' poisoning."""
         return self._scratch(history=False, padded=False)
 
     def scratch_mismatches(self, run: ScratchRun) -> list[Mismatch]:
@@ -416,25 +411,3 @@ def _leading_rows(t: torch.Tensor, lo: int, hi: int) -> bool:
     es, start = t.element_size(), t.storage_offset() * t.element_size()
     row = es * (t[0].numel() if t.dim() and t.shape[0] else 1)
     return t.dim() > 0 and t.is_contiguous() and lo == start and (hi - lo) % row == 0 and hi - start <= t.numel() * es
-
-
-def _tensor_args(launch: Launch) -> list[TensorArg]:
-    out = []
-    for v in launch.args.values():
-        out.extend(x for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, TensorArg))
-    return out
-
-
-def written_args(launch: Launch, kernel_writes: set) -> list[TensorArg]:
-    """The tensor arguments ``launch`` writes, in argument order: by its schema (aten), or as learned in
-    warm-up (Triton; every tensor argument when none was learned, since a kernel that rewrote identical
-    bytes shows no write)."""
-    if launch.kind == "aten":
-        names = [a for a in launch.args if a in launch.writes]
-    else:
-        names = [a for a in launch.args if (launch.name, a) in kernel_writes] or list(launch.args)
-    out = []
-    for a in names:
-        v = launch.args[a]
-        out.extend(x for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, TensorArg))
-    return out

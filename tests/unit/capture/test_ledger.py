@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from graphsafe.capture.evidence import byte_region, region_name, written_args
+from graphsafe.capture.regions import byte_region, region_name, written_args
 from graphsafe.capture.ledger import prepare_calls
 from graphsafe.capture.statewalk import byte_view, storage_key
 from graphsafe.engines.recording import Launch, TensorArg
