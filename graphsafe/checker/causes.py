@@ -42,6 +42,12 @@ def cause_key(cause: str) -> str:
     return _INDEX.sub("[]", cause)
 
 
+def _symptom(f: Finding) -> bool:
+    """A finding that names no cause of its own: an unwritten output, an unexplained difference, or two
+    replays that differ where no buffer carries one into the next (a race a frozen grid or plan can make)."""
+    return f.kind in _SYMPTOMS or (f.kind == FindingKind.NONDETERMINISTIC_REPLAY and f.cause.startswith("output:"))
+
+
 def _rank(f: Finding) -> int:
     return PRECEDENCE.index(f.kind) if f.kind in PRECEDENCE else len(PRECEDENCE)
 
@@ -70,7 +76,7 @@ def group_by_cause(findings: list[Finding]) -> list[Finding]:
     causes: dict[str, list[Finding]] = {}
     symptoms: list[Finding] = []
     for f in errors:
-        if f.kind in _SYMPTOMS:
+        if _symptom(f):
             symptoms.append(f)
         else:
             causes.setdefault(cause_key(f.cause), []).append(f)

@@ -16,6 +16,9 @@ __all__ = ["diagnose", "heatmap", "ruled_out"]
 def diagnose(ctx: StepContext) -> tuple[Finding, str]:
     """``(finding, probe name)`` for a step with mismatches: the first diagnosis probe that explains
     them, else a ``replay-mismatch`` (probe name '')."""
+    # the eager reference's live rows as compared: diagnosis re-runs the target, and an output buffer the
+    # instances share (a module-level one) would otherwise show those runs' values
+    ctx.eager_live = [t.clone() for t in ctx.eager_live]
     ctx.evidence = Evidence(ctx)
     heat = heatmap(ctx)
     for probe in at_stage("diagnose"):

@@ -18,7 +18,7 @@ from ..capture.session import CaptureSession, as_target_failure, call_target
 from ..capture.statics import randomise_static, static_dict
 from ..contract import Batch, CaptureSpec, Support
 from ..engines import Engine, as_outputs, replay_clock
-from ..errors import ContractError, TargetRaised
+from ..errors import ContextBroken, ContractError, TargetRaised
 from ..findings import Finding, FindingKind
 from ..probes import at_stage
 from .diagnose import diagnose
@@ -60,6 +60,11 @@ class ExampleRunner:
             with torch.no_grad(), np.errstate(all="ignore"):
                 return self._run(plan)
         except Exception as e:
+            if not self.engine.healthy():  # a device fault of an earlier launch (a replay), not the target's error
+                raise ContextBroken(f"the CUDA context became unusable ({type(e).__name__}: "
+                                    f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}): a kernel faulted, "
+                                    "most likely the graph's replay (an illegal memory access)",
+                                    where=getattr(e, "where", "")) from e
             err = as_target_failure(e, "checking the target's state")  # out of memory: a target error too
             if err is None:
                 raise

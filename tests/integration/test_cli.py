@@ -111,17 +111,21 @@ def test_version_and_help(capsys):
     assert "--capture-sizes" in capsys.readouterr().out
 
 
-def test_list_prints_every_registered_target_once_sorted(capsys):
+def test_list_prints_every_registered_target_once_sorted_then_the_flashinfer_targets(capsys):
+    from graphsafe import flashinfer
+
     assert main(["list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == names()  # one per line, sorted
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert [line.split()[0] for line in lines[:-1]] == names() + flashinfer.names()  # one per line
+    missing = flashinfer.requirement()
+    assert lines[-1].endswith(f"cannot run here: {missing}" if missing else "can run here")
 
 
 def test_list_shows_each_reference_kernels_expected_verdict_and_first_sentence(capsys):
     reference = pytest.importorskip("graphsafe.reference", reason="the reference kernels need triton (its "
                                                                   "interpreter without a GPU), which is not installed")
     assert main(["list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert set(reference.names()) <= {line.split()[0] for line in lines}
     by_name = {line.split()[0]: line for line in lines}
     assert by_name["flex:fresh_metadata"].endswith("[expected: unpersisted-metadata]")
