@@ -39,7 +39,7 @@ def check_one(cls: type, engine: str, examples: int, seed: int, report_dir: str 
     t = time.perf_counter()
     try:
         r = graphsafe.check(cls, engine=engine, examples=examples, seed=seed, database=False, isolate="target",
-                            timeout=timeout, report_dir=report_dir)
+                            timeout=timeout, report_dir=report_dir, device="cpu" if engine == "emulate" else None)
     except graphsafe.GraphsafeError as e:
         return {"kinds": [f"error:{type(e).__name__}"], "message": e.message, "seconds": time.perf_counter() - t}
     except Exception as e:  # noqa: BLE001 - the campaign goes on; the row says what happened
@@ -64,7 +64,12 @@ def main() -> None:
     a = ap.parse_args()
     engine = "emulate" if a.library == "standin" else "cuda"
     lib = load(a.library)
-    rows = []
+    rows: list[dict] = []
+
+    def save() -> None:  # after every target: a campaign stopped by a time limit keeps what it did
+        _util.write(f"flashinfer-{engine}", {"flashinfer": version(lib), "library": a.library, "engine": engine,
+                                             "seeds": a.seeds, "capture": "explore", "rows": rows})
+
     for name, cls in classes(a.library).items():
         if a.only and name not in a.only:
             continue
@@ -83,8 +88,7 @@ def main() -> None:
                       f"{f['message'][:300]}", flush=True)
             if "message" in r:
                 print(f"    {r['message'][:2000]}", flush=True)
-    _util.write(f"flashinfer-{engine}", {"flashinfer": version(lib), "library": a.library, "engine": engine,
-                                         "seeds": a.seeds, "capture": "explore", "rows": rows})
+        save()
 
 
 if __name__ == "__main__":

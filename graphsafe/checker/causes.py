@@ -4,7 +4,8 @@ Every finding names a cause (:attr:`Finding.cause`): the buffer, kernel argument
 fault, or only an output when that is all a probe could see.  Findings of one cause become one
 finding of the most specific kind its evidence proves; the others' messages stay with it as
 supporting evidence (``details["evidence"]``).  Findings that name only an output (a symptom: an
-unwritten output, an unexplained difference) join a finding that names a cause, when there is one.
+unwritten output, an unexplained difference, a race no buffer carries, padding with no stale buffer to
+name) join a finding that names a cause, when there is one.
 Two findings in a result therefore mean two causes.  A cause is one place in the code: paths that
 differ only in a container index (``self.meta[1].kv`` and ``self.meta[4].kv``, one graph's metadata
 and another's) name the same cause.
@@ -43,9 +44,10 @@ def cause_key(cause: str) -> str:
 
 
 def _symptom(f: Finding) -> bool:
-    """A finding that names no cause of its own: an unwritten output, an unexplained difference, or two
-    replays that differ where no buffer carries one into the next (a race a frozen grid or plan can make)."""
-    return f.kind in _SYMPTOMS or (f.kind == FindingKind.NONDETERMINISTIC_REPLAY and f.cause.startswith("output:"))
+    """A finding that names no cause of its own, only an output: an unwritten output, an unexplained
+    difference, two replays that differ where no buffer carries one into the next (a race a frozen grid or
+    plan can make), padding that changes a result without a stale buffer to name."""
+    return f.kind in _SYMPTOMS or f.cause.startswith("output:")
 
 
 def _rank(f: Finding) -> int:
