@@ -1,7 +1,8 @@
 """FlashInfer under graphsafe: every FlashInfer target (safe ones first), explored policies, several seeds.
 
-    python3 benchmarks/flashinfer_campaign.py [--examples 200] [--seeds 0 1 2] [--only NAME ...]
+    python3 benchmarks/flashinfer_campaign.py [--examples 200] [--seeds 0 1 2] [--only NAME|safe|buggy ...]
                                               [--library flashinfer|standin] [--report-dir DIR] [--timeout S]
+                                              [--out DIR]
 
 Each target is checked on the cuda engine (the emulator with ``--library standin``) under the ``explore``
 capture policies, once per seed, in a process of its own (a crash or hang costs that check only).  A
@@ -24,6 +25,9 @@ import _util
 import graphsafe
 from graphsafe import flashinfer as fi
 from graphsafe.flashinfer.library import load, version
+
+
+GROUPS = {"safe": fi.SAFE, "buggy": fi.BUGGY}
 
 
 def classes(library: str) -> dict[str, type]:
@@ -57,21 +61,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=200)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="target names; 'safe' or 'buggy' for the documented-usage targets or the buggy variants")
     ap.add_argument("--library", choices=("flashinfer", "standin"), default="flashinfer")
     ap.add_argument("--report-dir", default=None)
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--out", default=None, help="directory for the JSON (default: $OUT, else benchmarks/results)")
     a = ap.parse_args()
+    only = None if a.only is None else {n for o in a.only for n in GROUPS.get(o, (o,))}
     engine = "emulate" if a.library == "standin" else "cuda"
     lib = load(a.library)
     rows: list[dict] = []
 
     def save() -> None:  # after every target: a campaign stopped by a time limit keeps what it did
         _util.write(f"flashinfer-{engine}", {"flashinfer": version(lib), "library": a.library, "engine": engine,
-                                             "seeds": a.seeds, "capture": "explore", "rows": rows})
+                                             "seeds": a.seeds, "capture": "explore", "rows": rows}, a.out)
 
     for name, cls in classes(a.library).items():
-        if a.only and name not in a.only:
+        if only and name not in only:
             continue
         runs = [check_one(cls, engine, a.examples, seed, a.report_dir, a.timeout) for seed in a.seeds]
         row = {"target": name, "wrapper": cls.WRAPPER, "expected": [cls.expected] if cls.expected else [],

@@ -3,7 +3,11 @@
 #   bash benchmarks/gpu_release.sh PART OUTDIR
 # PART: tests (the test suite on this machine, the reference suite on cuda, guard overhead), bench (throughput, state size),
 #       audit (graphsafe audit all, detection), scale1 (scaling on this host's GPUs: -n 1 and -n 2),
-#       scale (scaling -n 1 and -n <GPU count>), timeline (where a -n 1 run's wall time goes, 2 runs).
+#       scale (scaling -n 1 and -n <GPU count>), timeline (where a -n 1 run's wall time goes, 2 runs),
+#       rate (the 20-seed detection rate of the capture-dependent hazards),
+#       flashinfer (the FlashInfer campaign, safe targets then buggy variants, 200 examples, 3 seeds; repro
+#       scripts under reports/flashinfer), fi-examples (the standalone scripts in examples/flashinfer).
+#       FlashInfer comes from the environment, else from .whl/fi-site.tgz (../shared/tools/flashinfer_site.sh).
 # Each step's log and its wall time go to OUTDIR; result JSONs too (copy them to benchmarks/results/).
 set -u
 part=${1:?usage: bash benchmarks/gpu_release.sh tests|bench|audit|scale1|scale|timeline [OUTDIR]}; out=${2:-/tmp/gpu-release}
@@ -19,6 +23,11 @@ step() {  # step NAME SECONDS CMD...: run CMD with a time limit, log and wall ti
   echo "rc=$rc wall_s=$(awk "BEGIN{printf \"%.1f\", $t1 - $t0}")" >> "$out/$name.log"
   tail -1 "$out/$name.log"
 }
+if [[ $part == flashinfer || $part == fi-examples ]] && ! $py -c "import flashinfer" 2>/dev/null; then
+  [[ -f .whl/fi-site.tgz ]] || { echo "FlashInfer is not importable and .whl/fi-site.tgz is missing"; exit 2; }
+  mkdir -p /tmp/fi-site && tar -xzf .whl/fi-site.tgz -C /tmp/fi-site && export PYTHONPATH=/tmp/fi-site:${PYTHONPATH:-}
+  [[ -f .whl/jit.tgz ]] && tar -xzf .whl/jit.tgz -C "$HOME"  # a JIT cache from an earlier run, if one was kept
+fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1
 case $part in
   tests)
@@ -42,5 +51,15 @@ case $part in
       --out "$out" ;;
   timeline)
     step timeline 500 $py benchmarks/suite_timeline.py --workers 1 --examples 10 --runs 2 --engine cuda --out "$out" ;;
+  rate)
+    step rate 560 $py benchmarks/detection.py --engine cuda --suite hazards --rate-seeds 20 --only \
+      varlen:BatchMaxSeqlenLoop varlen:DecodePrefillHostCounts varlen:DecodeKernelChoice workspace:GrowingWorkspace \
+      --out "$out" ;;
+  flashinfer)
+    step fi_safe 560 $py benchmarks/flashinfer_campaign.py --only safe --out "$out/safe"
+    step fi_buggy 560 $py benchmarks/flashinfer_campaign.py --only buggy --report-dir reports/flashinfer \
+      --out "$out/buggy" ;;
+  fi-examples)
+    for f in examples/flashinfer/*.py; do step "example_$(basename "$f" .py)" 120 $py "$f"; done ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac

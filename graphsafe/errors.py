@@ -119,7 +119,17 @@ class TargetCrashed(TargetFailure):
 
 
 class ContextBroken(TargetCrashed):
-    """The check left its process's CUDA context unusable; the process was discarded."""
+    """The check left its process's CUDA context unusable; the process was discarded.
+
+    When a replay faulted (an illegal memory access), ``steps`` are the example's step batches (as dicts),
+    ``step`` the one whose replay faulted and ``size`` its graph's size; a check stops at the first fault
+    (nothing more can run in that process), so the example is the one drawn, not shrunk.
+    """
+
+    _fields = ("where", "exitcode", "steps", "step", "size")
+    steps: Any = ()
+    step: int = -1
+    size: int = 0
 
 
 class TargetTimeout(TargetFailure):

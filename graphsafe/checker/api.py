@@ -27,7 +27,7 @@ from ..capture.policies import POLICIES, CapturePolicy
 from ..capture.session import CaptureSession, as_target_failure
 from ..contract import Batch, CaptureSpec, Support, Target
 from ..engines import Engine, get_engine
-from ..errors import UsageError
+from ..errors import ContextBroken, UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
 from .options import CheckOptions
 from .causes import cause_key, group_by_cause
@@ -221,7 +221,14 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
             learned = learned if learned is not None else session.learned_writes()
             runner = p.runner(session, known_writes=learned)
             strategy = session_plans(p.spec, support, sizes, session.infos[max(session.graphs)].batch, options.steps)
-        new = _search(p, runner, strategy, phase, counter, t0, known)
+        try:
+            new = _search(p, runner, strategy, phase, counter, t0, known)
+        except ContextBroken as e:
+            if not found:
+                raise  # no verdict before the fault: the error says which example and step faulted
+            p.result.notes.append(f"a device fault ended the {phase.policy.name} capture phase: {e.message}; the "
+                                  "findings above were made before it, and the later phases did not run")
+            break
         known |= {_known_key(f) for f in new}
         found += new + runner.infos
         counter["steps"] += runner.steps_run
@@ -235,6 +242,16 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
     return found
 
 
+class _DeviceFault(BaseException):
+    """Carries a :class:`ContextBroken` out of a Hypothesis search.  Nothing can run on the device after a
+    fault, so a search must end at the example that faulted: as an ``Exception`` it would be replayed (the
+    replay fails differently on the broken context: a ``FlakyFailure``) and shrunk on a dead device."""
+
+    def __init__(self, error: ContextBroken):
+        super().__init__(error.message)
+        self.error = error
+
+
 def _known_key(f: Finding) -> tuple:
     return f.kind, cause_key(f.cause)
 
@@ -245,6 +262,7 @@ def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter:
     ``known`` (kind, cause) it met again (not failed, so not shrunk: see :func:`_phases`)."""
     options = p.options
     again: dict[tuple, Finding] = {}
+    raised: dict[tuple, Finding] = {}  # the first finding of each cause this search failed an example with
 
     @settings(
         parent=settings.default,
@@ -261,7 +279,10 @@ def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter:
     @given(plan=strategy)
     def run_examples(plan: Plan) -> None:
         counter["n"] += 1
-        f = runner.run(plan)
+        try:
+            f = runner.run(plan)
+        except ContextBroken as e:
+            raise _DeviceFault(e) from None  # not an Exception: Hypothesis stops at once, neither replays nor shrinks
         if f is not None and _known_key(f) in known:
             again.setdefault(_known_key(f), f)
             f = None
@@ -271,6 +292,7 @@ def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter:
         if f is not None:
             counter["first"].setdefault(f.kind, counter["n"])
             counter["t"].setdefault(f.kind, time.perf_counter() - t0)
+            raised.setdefault(_known_key(f), f)
             raise _error_class(f.kind)(f)
 
     if options.seed is not None:
@@ -281,6 +303,10 @@ def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter:
             # NaN poison makes the Triton interpreter's numpy reductions warn ("All-NaN slice"): expected
             warnings.simplefilter("ignore", RuntimeWarning)
             run_examples()
+    except _DeviceFault as fault:
+        if not raised:
+            raise fault.error from None
+        return list(raised.values()) + list(again.values())  # found before the fault (shrinking stopped there)
     except BaseException as exc:  # noqa: BLE001 - findings arrive as (groups of) exceptions
         if isinstance(exc, (KeyboardInterrupt, SystemExit)) or not _collect(exc, found):
             raise

@@ -61,10 +61,7 @@ class ExampleRunner:
                 return self._run(plan)
         except Exception as e:
             if not self.engine.healthy():  # a device fault of an earlier launch (a replay), not the target's error
-                raise ContextBroken(f"the CUDA context became unusable ({type(e).__name__}: "
-                                    f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}): a kernel faulted, "
-                                    "most likely the graph's replay (an illegal memory access)",
-                                    where=getattr(e, "where", "")) from e
+                raise self._fault(e, plan, self.steps_run - before) from e
             err = as_target_failure(e, "checking the target's state")  # out of memory: a target error too
             if err is None:
                 raise
@@ -73,6 +70,22 @@ class ExampleRunner:
             f.batches = list(plan.steps[:begun]) if begun else list(plan.steps)
             f.step = begun - 1
             return f
+
+    def _fault(self, e: BaseException, plan: Plan, begun: int) -> ContextBroken:
+        """A device fault met while running ``plan`` (``begun`` steps begun): which replay, which example."""
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        what = f"the CUDA context became unusable ({type(e).__name__}: {first}): a kernel faulted"
+        step, size = begun - 1, 0
+        if begun:
+            batch = plan.steps[step]
+            size = plan.size or (self.main.size_for(batch.num_reqs) if self.main is not None else 0)
+            what += (f", most likely the replay of step {step} (an illegal memory access) on the size-{size} graph; "
+                     f"the step's batch: query_lens={list(batch.query_lens)}, seq_lens={list(batch.seq_lens)}, "
+                     f"seed={batch.seed}; the example's {len(plan.steps)} step(s) are in this error's steps")
+        else:
+            what += " before the example's first step (its set-up or capture)"
+        return ContextBroken(what, where=getattr(e, "where", ""), steps=[b.to_dict() for b in plan.steps],
+                             step=step, size=size)
 
     def _session(self, plan: Plan) -> CaptureSession:
         if plan.capture is None:

@@ -186,6 +186,9 @@ class Sandbox:
             self._discard(graceful=True)
         err = reply.get("error")
         if err is not None:
+            if broken and isinstance(err, ContextBroken):  # a replay faulted: the error names the example
+                raise ContextBroken(f"{self.name}: {err.message}; its process was discarded",
+                                    **{n: getattr(err, n) for n in err._fields})
             if broken and not isinstance(err, (UsageError, ContractError)):
                 first = err.message.strip().splitlines()
                 raise ContextBroken(
