@@ -235,9 +235,9 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
         runner = session = None  # the phase's graphs and target instance go before the next phase's are made
         gc.collect()  # (a session's graphs and buffers reference each other)
         if not p.engine.healthy():  # a replay faulted: nothing more can run in this process
-            p.result.notes.append(f"the CUDA context became unusable during the {phase.policy.name} capture phase (a "
-                                  "kernel faulted, most likely a replay: an illegal memory access); the findings "
-                                  "above were made before it, and the later phases did not run")
+            p.result.notes.append(f"a device fault ended the {phase.policy.name} capture phase (a kernel faulted, most "
+                                  "likely a replay: an illegal memory access; the CUDA context became unusable); the "
+                                  "findings above were made before it, and the later phases did not run")
             break
     return found
 
