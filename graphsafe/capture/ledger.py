@@ -45,11 +45,16 @@ class Snapshot:
         self.bytes = {k: byte_view(t).clone() for k, t in tensors.items()}
 
     def restore_into(self, current: dict[int, torch.Tensor]) -> None:
-        """Restore the storages that still exist (looked up in ``current``)."""
+        """Restore the storages that still exist (looked up in ``current``), in one ``_foreach_copy_``
+        (one launch on a GPU, not one per storage)."""
+        dst, src = [], []
         for k, b in self.bytes.items():
             t = current.get(k)
             if t is not None and t.untyped_storage().nbytes() == b.numel():
-                byte_view(t).copy_(b)
+                dst.append(byte_view(t))
+                src.append(b)
+        if dst:
+            torch._foreach_copy_(dst, src)
 
     def changed(self) -> set[int]:
         out = set()
@@ -64,10 +69,12 @@ class Snapshot:
 
 
 def poison_floats(tensors: Iterable[torch.Tensor]) -> None:
-    """Fill floating tensors with NaN (the NaN stands for 'nobody wrote this')."""
-    for t in tensors:
-        if t.dtype.is_floating_point:
-            byte_view(t).fill_(0xFF)  # all-ones bits are NaN for fp32/fp16/bf16/fp8-e4m3fn
+    """Fill floating tensors with NaN (the NaN stands for 'nobody wrote this'): all-ones bytes, NaN for
+    fp32/fp16/bf16/fp8-e4m3fn, set by one ``_foreach_clamp_min_`` over their bytes (one launch on a GPU,
+    not one per tensor)."""
+    views = [byte_view(t) for t in tensors if t.dtype.is_floating_point]
+    if views:
+        torch._foreach_clamp_min_(views, 255)
 
 
 def fill_zero(t: torch.Tensor) -> None:

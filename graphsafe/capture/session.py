@@ -13,7 +13,7 @@ from ..engines.recording import TensorArg
 from ..engines.userframe import user_frame_of
 from ..errors import CaptureError, GraphsafeError, TargetRaised
 from .context import CaptureContext, CaptureInfo
-from .ledger import Snapshot, prepare_writes, storages_of
+from .ledger import Snapshot, poison_floats, prepare_writes, storages_of
 from .policies import POLICIES, CapturePolicy
 from .statewalk import byte_view, paths_by_storage, storage_key, walk
 from .statics import randomise_static, static_keys
@@ -226,28 +226,13 @@ class CaptureSession:
         raise LookupError(f"no captured size holds {num_reqs} requests (captured: {sorted(self.graphs)})")
 
     def reset(self, seed: int) -> None:
-        """Back to the post-capture buffers, static tensors re-randomised from ``seed``.
-
-        The buffers that still exist get their bytes back in one ``_foreach_copy_`` (one launch on a
-        GPU, not one per buffer)."""
-        current = storages_of(self.target, self.static_keys)
-        dst, src = [], []
-        for k, b in self._post.bytes.items():
-            t = current.get(k)
-            if t is not None and t.untyped_storage().nbytes() == b.numel():
-                dst.append(byte_view(t))
-                src.append(b)
-        if dst:
-            torch._foreach_copy_(dst, src)
+        """Back to the post-capture buffers, static tensors re-randomised from ``seed``."""
+        self._post.restore_into(storages_of(self.target, self.static_keys))
         randomise_static(self.target, seed)
 
     def poison(self) -> None:
-        """NaN-fill every floating buffer of the graph instance but static tensors and constants: all-ones
-        bytes, NaN in every floating format (as :func:`graphsafe.capture.ledger.poison_floats`), in one
-        ``_foreach_clamp_min_`` over the buffers' bytes (one launch on a GPU, not one per buffer)."""
-        views = [byte_view(t) for t in storages_of(self.target, self.unpoisoned).values() if t.dtype.is_floating_point]
-        if views:
-            torch._foreach_clamp_min_(views, 255)
+        """NaN-fill every floating buffer of the graph instance but static tensors and constants."""
+        poison_floats(storages_of(self.target, self.unpoisoned).values())
 
     def close(self) -> None:
         """Drop the graphs and the target instance now (a drawn capture's, before the next example's is made)."""

@@ -221,23 +221,21 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
             learned = learned if learned is not None else session.learned_writes()
             runner = p.runner(session, known_writes=learned)
             strategy = session_plans(p.spec, support, sizes, session.infos[max(session.graphs)].batch, options.steps)
+        fault = " (a kernel faulted, most likely a replay: an illegal memory access; the CUDA context became unusable)"
         try:
             new = _search(p, runner, strategy, phase, counter, t0, known)
         except ContextBroken as e:
             if not found:
                 raise  # no verdict before the fault: the error says which example and step faulted
-            p.result.notes.append(f"a device fault ended the {phase.policy.name} capture phase: {e.message}; the "
-                                  "findings above were made before it, and the later phases did not run")
-            break
+            new, fault = [], f": {e.message}"
         known |= {_known_key(f) for f in new}
         found += new + runner.infos
         counter["steps"] += runner.steps_run
         runner = session = None  # the phase's graphs and target instance go before the next phase's are made
         gc.collect()  # (a session's graphs and buffers reference each other)
         if not p.engine.healthy():  # a replay faulted: nothing more can run in this process
-            p.result.notes.append(f"a device fault ended the {phase.policy.name} capture phase (a kernel faulted, most "
-                                  "likely a replay: an illegal memory access; the CUDA context became unusable); the "
-                                  "findings above were made before it, and the later phases did not run")
+            p.result.notes.append(f"a device fault ended the {phase.policy.name} capture phase{fault}; the findings "
+                                  "above were made before it, and the later phases did not run")
             break
     return found
 
