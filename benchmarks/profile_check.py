@@ -32,7 +32,7 @@ PARTS = [
     ("poison, reset, statics, region, live rows", r"(session\.py:(reset|poison|share_constants)|statics\.py:"
      r"(randomise_static|static_dict)|compare\.py:region|context\.py:live_rows)$", r"checker/steps\.py:_replay$"),
     ("diagnosis (only after a difference)", r"checker/steps\.py:_diagnosed$", None),
-    ("gc.collect between phases", r"gc\.collect", r"checker/api\.py:_phases$"),
+    ("gc.collect between phases (only when something a phase made is still alive)", r"gc\.collect", r"checker/api\.py:_release$"),
 ]
 
 

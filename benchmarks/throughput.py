@@ -9,13 +9,18 @@ loop does: the ratio the goal is about), and with the default policies (worst, a
 drawn), whose extra captures (a session per policy, a capture per drawn example) fall inside its
 timing as they do in any real check.
 
-Compilation is outside every timing: with ``--warm full`` (the default) each timed run is the second
-of two identical runs (same plans, same seed), so every kernel specialisation it meets was compiled
-by the first; ``--warm quick`` warms with two examples only (the previous releases' method, which
-can leave a first-seen specialisation's compile inside a timed run).  The JSON records the machine
-(GPU, host, CUDA, torch, triton), the commit and the method.
+Compilation is outside every timing: with ``--warm full`` (the default) each timed run follows an
+identical run (same plans, same seed), so every kernel specialisation it meets was compiled by it;
+``--warm quick`` warms with two examples only (the previous releases' method, which can leave a
+first-seen specialisation's compile inside a timed run).
 
-    python benchmarks/throughput.py [--engine E] [--examples 200] [--steps 4] [--warm full|quick] [--only NAME...]
+The bare loop is host-bound, and a shared host's speed drifts (on one H100 host the same bare loop
+measured 466 and 771 steps/s a minute apart): ``--repeat`` rounds (default 3) each time the bare loop,
+the ``worst`` check and the default check in turn, and a row keeps each one's best round (as ``timeit``
+does), every round's steps per second alongside.  The JSON records the machine (GPU, host, CUDA,
+torch, triton), the commit and the method.
+
+    python benchmarks/throughput.py [--engine E] [--examples 200] [--steps 4] [--warm full|quick] [--repeat 3] [--only NAME...]
 """
 
 from __future__ import annotations
@@ -95,15 +100,24 @@ def bare_loop(cls, spec, engine, plans) -> tuple[int, float, int]:
         return n, time.perf_counter() - t, bad
 
 
-def through_graphsafe(name, engine_name, examples, steps, capture=None, warm="full") -> tuple[int, float, bool]:
+def through_graphsafe(name, engine_name, examples, steps, capture=None) -> tuple[int, float, bool]:
     """Steps, seconds and verdict of one check; ``capture``: the capture policies (None: the default)."""
     kw = {} if capture is None else {"capture": capture}
-    if warm == "full":  # the same check once before: every specialisation the timed one meets is compiled
-        graphsafe.check(name, engine=engine_name, examples=examples, steps=steps, database=False, seed=0, **kw)
-    else:
-        graphsafe.check(name, engine=engine_name, examples=2, steps=steps, database=False, seed=99, **kw)
     r = graphsafe.check(name, engine=engine_name, examples=examples, steps=steps, database=False, seed=0, **kw)
     return r.steps, r.seconds, r.ok
+
+
+def warm_up(name, engine_name, examples, steps, warm) -> None:
+    """Compile what the timed checks meet: the same checks once (``full``) or two examples (``quick``)."""
+    for capture in (("worst",), None):
+        kw = {} if capture is None else {"capture": capture}
+        n, seed = (examples, 0) if warm == "full" else (2, 99)
+        graphsafe.check(name, engine=engine_name, examples=n, steps=steps, database=False, seed=seed, **kw)
+
+
+def best(rounds: list[tuple[int, float]]) -> tuple[int, float]:
+    """The (steps, seconds) of the fastest round."""
+    return max(rounds, key=lambda r: r[0] / r[1])
 
 
 def host() -> dict:
@@ -125,6 +139,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--warm", choices=("full", "quick"), default="full",
                     help="full: each timed run follows an identical one (default); quick: two examples before")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of (bare, worst, default); each keeps its best")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -135,20 +150,31 @@ def main() -> None:
         spec = cls.default_spec
         plans = draw_plans(spec, cls.support, a.examples, a.steps)
         bare_loop(cls, spec, eng, plans if a.warm == "full" else plans[:2])  # compile
-        bn, bs, bad = bare_loop(cls, spec, eng, plans)
-        gn, gsec, ok = through_graphsafe(name, eng.name, a.examples, a.steps, capture=("worst",), warm=a.warm)
-        dn, dsec, dok = through_graphsafe(name, eng.name, a.examples, a.steps, warm=a.warm)
+        warm_up(name, eng.name, a.examples, a.steps, a.warm)
+        bare, worst, default, ok, bad = [], [], [], True, 0
+        for _ in range(max(1, a.repeat)):
+            bn, bs, bad_r = bare_loop(cls, spec, eng, plans)
+            bare.append((bn, bs))
+            bad = max(bad, bad_r)
+            gn, gsec, gok = through_graphsafe(name, eng.name, a.examples, a.steps, capture=("worst",))
+            worst.append((gn, gsec))
+            dn, dsec, dok = through_graphsafe(name, eng.name, a.examples, a.steps)
+            default.append((dn, dsec))
+            ok = ok and gok and dok
+        (bn, bs), (gn, gsec), (dn, dsec) = best(bare), best(worst), best(default)
         row = {
             "variant": name, "bare_steps": bn, "bare_seconds": round(bs, 3), "bare_steps_per_s": round(bn / bs, 1),
             "graphsafe_steps": gn, "graphsafe_seconds": round(gsec, 3), "graphsafe_steps_per_s": round(gn / gsec, 1),
-            "ratio": round((gn / gsec) / (bn / bs), 3), "graphsafe_ok": ok and dok, "bare_mismatched_steps": bad,
+            "ratio": round((gn / gsec) / (bn / bs), 3), "graphsafe_ok": ok, "bare_mismatched_steps": bad,
             "default_steps": dn, "default_seconds": round(dsec, 3), "default_steps_per_s": round(dn / dsec, 1),
             "default_ratio": round((dn / dsec) / (bn / bs), 3),
+            "rounds_steps_per_s": {k: [round(n / s, 1) for n, s in v]
+                                   for k, v in (("bare", bare), ("worst", worst), ("default", default))},
         }
         rows.append(row)
         print(row, flush=True)
         _util.write(f"throughput-{eng.name}", {"engine": eng.name, "examples": a.examples, "steps": a.steps,
-                                                "warm": a.warm, "run": host(), "rows": rows}, a.out)
+                                                "warm": a.warm, "repeat": a.repeat, "run": host(), "rows": rows}, a.out)
     print("\n| variant | bare steps/s | graphsafe steps/s (worst) | ratio | default policies steps/s | ratio |")
     print("|---|---|---|---|---|---|")
     for r in rows:

@@ -18,6 +18,7 @@ import torch
 
 from ..contract import Batch, CaptureSpec
 from ..findings import Mismatch
+from . import gpu_verdict
 
 __all__ = ["Tolerance", "Comparator", "tolerances", "reorder_tolerances", "compare", "compare_many", "verdicts",
            "piece_elems", "Locator", "WHOLE_BELOW"]
@@ -247,14 +248,25 @@ FUSE_ON_CPU = False
 def verdicts(items: Sequence[tuple], bitwise: bool = False) -> list[bool]:
     """For ``(graph, eager, rtol, atol, rows)`` items of equal shapes: is each close?  One host read.
 
-    On a GPU the small pairs without ``rows`` are joined per kind of comparison (exact for integers,
-    NaN-equal for ``bitwise`` floats, else ``isclose`` at one (rtol, atol)): one flat copy of each side,
-    one closeness test and one reduction per pair, instead of a dozen kernels per pair.  The answer is
-    the same as :func:`compare`'s, pair by pair.
+    On a GPU each pair without ``rows`` is one Triton launch (:mod:`graphsafe.capture.gpu_verdict`);
+    elsewhere (a CPU, the interpreter, no Triton) the small pairs without ``rows`` are joined per kind of
+    comparison when :data:`FUSE_ON_CPU` says so (exact for integers, NaN-equal for ``bitwise`` floats, else
+    ``isclose`` at one (rtol, atol)): one flat copy of each side, one closeness test and one reduction per
+    pair.  The answer is the same as :func:`compare`'s, pair by pair.
     """
+    if not items:
+        return []
     out: list[torch.Tensor | None] = [None] * len(items)
+    fast = [i for i, (g, e, _r, _a, rows) in enumerate(items) if rows is None and gpu_verdict.usable(g, e)]
+    counts = None
+    if fast:
+        counts = gpu_verdict.count_bad([(items[i][0], items[i][1], items[i][2], items[i][3], bitwise) for i in fast])
+        if len(fast) == len(items):  # the usual step on a GPU: one read of the counts
+            return [c == 0 for c in counts.tolist()]
     groups: dict[tuple, list[int]] = {}
     for i, (g, e, r, a, rows) in enumerate(items):
+        if counts is not None and i in fast:
+            continue
         if rows is None and g.numel() <= FUSE_BELOW and (g.device.type != "cpu" or FUSE_ON_CPU):
             kind = "exact" if not g.dtype.is_floating_point else "bitwise" if bitwise else "close"
             groups.setdefault((g.device, kind, r if kind == "close" else 0.0, a if kind == "close" else 0.0), []).append(i)
@@ -276,7 +288,14 @@ def verdicts(items: Sequence[tuple], bitwise: bool = False) -> list[bool]:
         for i, (g, _) in zip(idx, flat):
             out[i] = close[start:start + g.numel()].all()
             start += g.numel()
-    return [bool(v) for v in torch.stack([v.to(out[0].device) for v in out]).tolist()]
+    rest = [i for i in range(len(items)) if out[i] is not None]
+    device = out[rest[0]].device
+    read = torch.stack([out[i].to(device) for i in rest])
+    if counts is not None:  # both kinds of verdict in one read
+        read = torch.cat([counts.to(device) == 0, read])
+        rest = fast + rest
+    got = dict(zip(rest, read.tolist()))
+    return [bool(got[i]) for i in range(len(items))]
 
 
 def _unravel(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:

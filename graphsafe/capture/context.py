@@ -19,7 +19,7 @@ from ..engines.recording import Launch
 from ..errors import ContractError
 from ..findings import Mismatch
 from .compare import Comparator
-from .ledger import poison_floats
+from .ledger import float_bytes, poison_bytes
 
 __all__ = ["CaptureInfo", "CaptureContext", "StepContext", "live_rows"]
 
@@ -105,12 +105,21 @@ class StepContext:
     def step_index(self) -> int:
         return len(self.history) - 1
 
+    def _output_bytes(self) -> list[torch.Tensor]:
+        """Byte views of the graph's floating outputs, made at the first replay and kept by the session:
+        outputs are the graph's own memory, alive as long as it is."""
+        key = id(self.graph)
+        views = self.session.output_bytes.get(key)
+        if views is None:
+            views = self.session.output_bytes[key] = float_bytes(self.graph.outputs)
+        return views
+
     def replay_live(self, fill: Any = None) -> list[torch.Tensor]:
         """Replay the graph over this step's prepared buffers (outputs NaN-filled first, or ``fill``)
         and return copies of its live rows."""
         outs = self.graph.outputs
         if fill is None:
-            poison_floats(outs)
+            poison_bytes(self._output_bytes())
         else:
             for t in outs:
                 t.fill_(fill if t.dtype.is_floating_point else int(fill))

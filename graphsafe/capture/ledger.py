@@ -21,7 +21,7 @@ import torch
 
 from .statewalk import byte_view, storage_key, typed_view, walk
 
-__all__ = ["Snapshot", "storages_of", "prepare_writes", "poison_floats", "Writes", "PrepareLedger",
+__all__ = ["Snapshot", "storages_of", "prepare_writes", "poison_floats", "float_bytes", "poison_bytes", "Writes", "PrepareLedger",
            "prepare_calls", "fill_zero", "fill_other"]
 
 
@@ -72,7 +72,17 @@ def poison_floats(tensors: Iterable[torch.Tensor]) -> None:
     """Fill floating tensors with NaN (the NaN stands for 'nobody wrote this'): all-ones bytes, NaN for
     fp32/fp16/bf16/fp8-e4m3fn, set by one ``_foreach_clamp_min_`` over their bytes (one launch on a GPU,
     not one per tensor)."""
-    views = [byte_view(t) for t in tensors if t.dtype.is_floating_point]
+    poison_bytes(float_bytes(tensors))
+
+
+def float_bytes(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+    """The whole storages of the floating tensors among ``tensors`` as byte views, for :func:`poison_bytes`
+    (a caller poisoning the same buffers again and again makes them once: two ops a view on a GPU)."""
+    return [byte_view(t) for t in tensors if t.dtype.is_floating_point]
+
+
+def poison_bytes(views: list[torch.Tensor]) -> None:
+    """:func:`poison_floats` over byte views made by :func:`float_bytes`."""
     if views:
         torch._foreach_clamp_min_(views, 255)
 

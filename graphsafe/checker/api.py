@@ -231,13 +231,30 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
         known |= {_known_key(f) for f in new}
         found += new + runner.infos
         counter["steps"] += runner.steps_run
-        runner = session = None  # the phase's graphs and target instance go before the next phase's are made
-        gc.collect()  # (a session's graphs and buffers reference each other)
+        _release(runner, session)  # the phase's graphs and target instances go before the next phase's are made
+        runner = session = None
         if not p.engine.healthy():  # a replay faulted: nothing more can run in this process
             p.result.notes.append(f"a device fault ended the {phase.policy.name} capture phase{fault}; the findings "
                                   "above were made before it, and the later phases did not run")
             break
     return found
+
+
+def _release(runner: ExampleRunner, session: CaptureSession | None) -> None:
+    """Free a finished phase's graphs and target instances now.
+
+    Closing the session drops its graphs and instance although the session object itself lives on in a
+    reference cycle (Hypothesis's wrapped test function refers to itself, and its closure to the runner).
+    After a phase whose examples passed, nothing else holds what the phase made: each eager instance died
+    with its example.  Only when something is still alive (a failing example's traceback holds its frames,
+    or the target's own objects refer to each other) does a collection run: it walks every object made
+    since the check began, about 0.15 s per phase on an H100 host.
+    """
+    if session is not None:
+        runner.track_session(session)
+        session.close()
+    if runner.leftovers():
+        gc.collect()
 
 
 class _DeviceFault(BaseException):

@@ -8,6 +8,9 @@ pieces) once at the example's end, so a step costs the same whatever the cache's
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -51,6 +54,19 @@ class ExampleRunner:
         self.enabled, self.comparator, self.known_writes = enabled, comparator, known_writes
         self.steps_run = 0
         self.infos: list[Finding] = []  # info-severity findings (they do not fail an example)
+        self._made: list[Any] = []  # weak references to the instances and graphs this runner made (None: not weak-referable)
+
+    def track(self, obj: Any) -> None:
+        """Remember ``obj`` (a target instance, a graph) weakly, for :meth:`leftovers`."""
+        try:
+            self._made.append(weakref.ref(obj))
+        except TypeError:  # a class with __slots__ and no __weakref__: whether it is gone cannot be told
+            self._made.append(None)
+
+    def leftovers(self) -> bool:
+        """Is anything this runner tracked still alive (or untrackable)?  After a phase whose examples all
+        passed, nothing is: each instance died with its example, each graph with its session."""
+        return any(r is None or r() is not None for r in self._made)
 
     def run(self, plan: Plan) -> Finding | None:
         """The example's finding, or None."""
@@ -90,8 +106,16 @@ class ExampleRunner:
     def _session(self, plan: Plan) -> CaptureSession:
         if plan.capture is None:
             return self.main
-        return CaptureSession(self.cls, self.spec, self.engine, (plan.size,), policy=POLICIES["drawn"],
-                              capture_batch=plan.capture, known_writes=self.known_writes, support=self.support)
+        session = CaptureSession(self.cls, self.spec, self.engine, (plan.size,), policy=POLICIES["drawn"],
+                                 capture_batch=plan.capture, known_writes=self.known_writes, support=self.support)
+        self.track_session(session)
+        return session
+
+    def track_session(self, session: CaptureSession) -> None:
+        """Track a session's target instance and graphs (:meth:`track`)."""
+        self.track(session.target)
+        for graph in session.graphs.values():
+            self.track(graph)
 
     def capture_finding(self, ctx: CaptureContext) -> Finding | None:
         """What the capture probes make of a failed capture (capture failures are always reported)."""
@@ -120,6 +144,7 @@ class ExampleRunner:
         session.reset(seed)
         g = session.target
         eager = self.cls()
+        self.track(eager)
         call_target("setup(spec, device) [eager]", eager.setup, self.spec, self.engine.device)
         session.share_constants(eager)
         randomise_static(eager, seed, like=g)  # g's statics hold the seed's values since reset()

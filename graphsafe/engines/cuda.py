@@ -27,6 +27,7 @@ class CudaEngine(Engine):
         self._device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
         if self._device.index is None:
             self._device = torch.device("cuda", torch.cuda.current_device())
+        self._stream: torch.cuda.Stream | None = None  # the side stream captures run on (made at the first)
 
     @property
     def device(self) -> torch.device:
@@ -71,7 +72,11 @@ class CudaEngine(Engine):
         torch.cuda.synchronize(self._device)
 
     def capture(self, fn: Callable[[], Any], *, pool: Any) -> Graph:
-        """Capture ``fn`` with Python's cyclic garbage collector paused.
+        """Capture ``fn`` on a side stream into ``pool``, with Python's cyclic garbage collector paused.
+
+        What ``torch.cuda.graph`` does, but for its ``empty_cache()`` before every capture: that hands
+        every cached block back to the driver, so the next example's allocations pay ``cudaMalloc``
+        again; a check captures once per example of its drawn phase, where it is memory enough.
 
         An old ``CUDAGraph`` kept alive only by a reference cycle (a finished
         example's session, an exception's traceback) is destroyed whenever the
@@ -83,14 +88,21 @@ class CudaEngine(Engine):
         """
         graph = torch.cuda.CUDAGraph()
         rec = Recorder("capture")
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(self._device)
+        torch.cuda.synchronize(self._device)
         collecting = gc.isenabled()
         gc.disable()
         try:
-            # the recorder goes inside: capture_begin's own ops (RNG state set-up) are not forward()'s
-            with torch.cuda.graph(graph, pool=pool):
-                with rec:
-                    out = fn()
-                    outs = as_outputs(out)
+            with torch.cuda.stream(self._stream):
+                graph.capture_begin(pool=pool)
+                try:
+                    # the recorder goes inside: capture_begin's own ops (RNG state set-up) are not forward()'s
+                    with rec:
+                        out = fn()
+                        outs = as_outputs(out)
+                finally:
+                    graph.capture_end()
         finally:
             if collecting:
                 gc.enable()

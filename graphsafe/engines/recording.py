@@ -202,6 +202,7 @@ class Recorder:
         try:
             self._mode.__exit__(*exc)
         finally:
+            self._mode = None  # (it refers back to this recorder: without the cycle, refcounting frees both)
             _local.recorder = None
             if self._outer is not None:
                 outer, was_suspended = self._outer

@@ -1,0 +1,76 @@
+"""The one-launch closeness count (a GPU's per-step verdict) tests what the torch comparison tests.
+
+On a machine without a GPU the kernel runs in the Triton interpreter on CPU tensors; on a GPU, compiled.
+"""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphsafe.capture import compare as compare_module
+from graphsafe.capture import gpu_verdict
+from graphsafe.capture.compare import tolerances, verdicts
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+FLOATS = [torch.float32, torch.float16, torch.bfloat16] + ([torch.float8_e4m3fn] if DEVICE == "cuda" else [])
+SPECIAL = [0.0, -0.0, 1.0, -2.5, 1e-6, 3e4, float("nan"), float("inf"), float("-inf")]
+CHANGES = ["same", "ulp", "small", "large", "nan", "inf", "neg"]
+
+
+def _pair(dtype, values, changes):
+    g = torch.tensor(values, dtype=torch.float32)
+    e = g.clone()
+    for i, c in enumerate(changes):
+        if c == "ulp":
+            e[i] = torch.nextafter(g[i], torch.tensor(10.0))
+        elif c == "small":
+            e[i] = g[i] * (1 + 1e-7) + 1e-7
+        elif c == "large":
+            e[i] = g[i] + 1.0
+        elif c in ("nan", "inf"):
+            e[i] = float(c)
+        elif c == "neg":
+            e[i] = -g[i]
+    return g.to(dtype).to(DEVICE), e.to(dtype).to(DEVICE)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NaN and inf arithmetic in the interpreter
+@settings(max_examples=40, deadline=None)
+@given(dtype=st.sampled_from(FLOATS), bitwise=st.booleans(),
+       data=st.lists(st.tuples(st.one_of(st.sampled_from(SPECIAL), st.floats(-1e4, 1e4, width=32)),
+                               st.sampled_from(CHANGES)), min_size=1, max_size=40))
+def test_the_count_is_the_number_of_elements_the_torch_comparison_finds_not_close(dtype, bitwise, data):
+    g, e = _pair(dtype, [v for v, _ in data], [c for _, c in data])
+    r, a = tolerances(dtype)
+    expected = int((~compare_module._close(g, e, r, a, bitwise)).sum())
+    assert gpu_verdict.count_bad([(g, e, r, a, bitwise)]).tolist() == [expected]
+
+
+def test_integers_and_booleans_are_compared_exactly():
+    ints = torch.arange(3000, device=DEVICE)
+    other = ints.clone()
+    other[[7, 2999]] += 1
+    flags = torch.tensor([True, False, True], device=DEVICE)
+    counts = gpu_verdict.count_bad([(ints, other, 0.0, 0.0, False), (ints, ints.clone(), 0.0, 0.0, False),
+                                    (flags, ~flags, 0.0, 0.0, False)])
+    assert counts.tolist() == [2, 0, 3]
+
+
+def test_every_block_of_a_long_pair_is_counted():
+    g = torch.zeros(5 * 1024 + 3, device=DEVICE)
+    e = g.clone()
+    e[[0, 1024, 4096, 5 * 1024 + 2]] = 1.0
+    assert gpu_verdict.count_bad([(g, e, 1e-5, 1e-5, False)]).tolist() == [4]
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs an NVIDIA GPU: the per-step verdict uses the kernel on CUDA only")
+def test_verdicts_on_a_gpu_agree_with_the_pair_by_pair_comparison():
+    g = torch.randn(64, 8, device="cuda")
+    near = g + 1e-7
+    far = g.clone()
+    far[3, 1] = float("nan")
+    items = [(g, near, *tolerances(g.dtype), None), (g, far, *tolerances(g.dtype), None),
+             (g, g.clone(), *tolerances(g.dtype), torch.tensor([0, 2], device="cuda"))]
+    assert verdicts(items) == [True, False, True]
+    assert verdicts(items, bitwise=True) == [False, False, True]
