@@ -264,8 +264,9 @@ def verdicts(items: Sequence[tuple], bitwise: bool = False) -> list[bool]:
         if len(fast) == len(items):  # the usual step on a GPU: one read of the counts
             return [c == 0 for c in counts.tolist()]
     groups: dict[tuple, list[int]] = {}
+    done = set(fast)  # counted by the kernel
     for i, (g, e, r, a, rows) in enumerate(items):
-        if counts is not None and i in fast:
+        if i in done:
             continue
         if rows is None and g.numel() <= FUSE_BELOW and (g.device.type != "cpu" or FUSE_ON_CPU):
             kind = "exact" if not g.dtype.is_floating_point else "bitwise" if bitwise else "close"

@@ -106,13 +106,11 @@ class StepContext:
         return len(self.history) - 1
 
     def _output_bytes(self) -> list[torch.Tensor]:
-        """Byte views of the graph's floating outputs, made at the first replay and kept by the session:
+        """Byte views of the graph's floating outputs, made at its first replay and kept on the graph:
         outputs are the graph's own memory, alive as long as it is."""
-        key = id(self.graph)
-        views = self.session.output_bytes.get(key)
-        if views is None:
-            views = self.session.output_bytes[key] = float_bytes(self.graph.outputs)
-        return views
+        if self.graph.poison_views is None:
+            self.graph.poison_views = float_bytes(self.graph.outputs)
+        return self.graph.poison_views
 
     def replay_live(self, fill: Any = None) -> list[torch.Tensor]:
         """Replay the graph over this step's prepared buffers (outputs NaN-filled first, or ``fill``)

@@ -93,7 +93,6 @@ class CaptureSession:
         self.notes: list[str] = []
         self.capture_error: CaptureContext | None = None
         self.constant_paths: dict[str, torch.Tensor] = {}  # attribute path -> a constant buffer
-        self.output_bytes: dict[int, list[torch.Tensor]] = {}  # id of a graph -> byte views of its outputs (StepContext)
         # (kernel, argument) pairs known to be written; learning them clones every argument of every
         # warm-up launch, so sessions after the first reuse what the first one learned.  Within a session
         # every size uses what any size's warm-up learned: a warm-up that rewrites identical bytes (the
@@ -239,7 +238,6 @@ class CaptureSession:
         """Drop the graphs and the target instance now (a drawn capture's, before the next example's is made)."""
         self.graphs.clear()
         self.infos.clear()
-        self.output_bytes.clear()
         self.constant_paths = {}
         self._post = None
         self.target = None

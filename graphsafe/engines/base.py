@@ -43,6 +43,7 @@ class Graph:
     replay_fn: Callable[[], None]
     single: bool = False  # forward() returned one tensor, not a tuple
     size: int = 0  # request slots (set by the capture session)
+    poison_views: list | None = None  # byte views of the floating outputs, made at the first replay (StepContext)
 
     @property
     def returned(self) -> torch.Tensor | tuple[torch.Tensor, ...]:
