@@ -21,7 +21,7 @@ from ..findings import Mismatch
 from . import gpu_verdict
 
 __all__ = ["Tolerance", "Comparator", "tolerances", "reorder_tolerances", "compare", "compare_many", "verdicts",
-           "piece_elems", "Locator", "WHOLE_BELOW"]
+           "identical", "piece_elems", "Locator", "WHOLE_BELOW"]
 
 
 @dataclass(frozen=True)
@@ -235,6 +235,14 @@ def compare_many(
         if m is not None:
             found.append(m)
     return found
+
+
+def identical(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
+    """Are ``a`` and ``b`` equal tensor by tensor, value for value (one ``torch.equal`` each)?  True means
+    a bitwise comparison finds nothing; False (a NaN, any difference) means: compare them.  For pairs that
+    are almost always equal (two replays of one batch) this is the cheap first question."""
+    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and torch.equal(x, y)
+                                    for x, y in zip(a, b))
 
 
 #: pairs of at most this many elements are compared together on a GPU (one closeness test per kind of

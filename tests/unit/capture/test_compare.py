@@ -105,3 +105,29 @@ def test_pairs_joined_into_one_comparison_get_the_verdicts_of_pairs_compared_alo
     monkeypatch_module.setattr(compare_module, "FUSE_ON_CPU", False)
     assert joined == alone
     assert alone == [n for (n, g, e, _) in pairs if compare(n, g, e, bitwise=bitwise) is not None]
+
+
+# -- identical: the cheap first question before a bitwise comparison --------------------------------
+
+
+def test_identical_says_true_only_when_a_bitwise_comparison_finds_nothing():
+    a = [torch.tensor([1.0, -0.0, 3.0]), torch.arange(4)]
+    assert compare_module.identical(a, [t.clone() for t in a])
+    assert compare_module.identical([torch.tensor([0.0])], [torch.tensor([-0.0])])  # equal values, as the bitwise test has it
+    assert not compare_module.compare_many([("x", torch.tensor([0.0]), torch.tensor([-0.0]), None)], bitwise=True)
+
+
+@pytest.mark.parametrize("other", [
+    [torch.tensor([1.0, 2.0, 4.0])],            # a value differs
+    [torch.tensor([1.0, 2.0])],                 # a shape differs
+    [torch.tensor([1, 2, 3])],                  # a dtype differs
+    [torch.tensor([1.0, 2.0, 3.0])] * 2,        # a tensor more
+], ids=["value", "shape", "dtype", "count"])
+def test_identical_says_false_for_any_difference(other):
+    assert not compare_module.identical([torch.tensor([1.0, 2.0, 3.0])], other)
+
+
+def test_identical_leaves_nan_to_the_full_comparison():
+    nan = torch.tensor([float("nan"), 1.0])
+    assert not compare_module.identical([nan], [nan.clone()])
+    assert not compare_module.compare_many([("x", nan, nan.clone(), None)], bitwise=True)  # which finds them equal

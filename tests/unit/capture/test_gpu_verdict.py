@@ -57,6 +57,16 @@ def test_integers_and_booleans_are_compared_exactly():
     assert counts.tolist() == [2, 0, 3]
 
 
+def test_more_pairs_than_one_launch_takes_are_each_counted_in_their_own_slot():
+    pairs = []
+    for k in range(2 * gpu_verdict.GROUP + 1):  # three launches; pair 2 is empty, pair k has k bad elements
+        g = torch.zeros(0 if k == 2 else 100 + 700 * k, device=DEVICE)
+        e = g.clone()
+        e[:k if k != 2 else 0] = 1.0
+        pairs.append((g, e, 1e-5, 1e-5, k % 2 == 1))
+    assert gpu_verdict.count_bad(pairs).tolist() == [0, 1, 0] + list(range(3, 2 * gpu_verdict.GROUP + 1))
+
+
 def test_every_block_of_a_long_pair_is_counted():
     g = torch.zeros(5 * 1024 + 3, device=DEVICE)
     e = g.clone()

@@ -97,3 +97,27 @@ def test_a_launch_writes_the_arguments_its_schema_or_its_learned_writes_say():
     triton = Launch("triton", "k", {"x": a, "y": b, "n": 4})
     assert written_args(triton, {("k", "y")}) == [b]
     assert written_args(triton, set()) == [a, b]  # nothing learned: any tensor argument may be written
+
+
+def test_the_tensor_only_walk_finds_what_the_named_walk_finds_in_the_same_order():
+    import dataclasses
+
+    from graphsafe.capture.statewalk import tensors, walk
+
+    @dataclasses.dataclass
+    class Meta:
+        a: torch.Tensor
+        b: list
+
+    class Target:
+        pass
+
+    t = Target()
+    shared = torch.zeros(3)
+    t.meta = Meta(torch.ones(2), [shared, {"k": torch.arange(4)}])
+    t.again = shared  # one object under two paths: walked once
+    t.extra_on_meta = t.meta
+    t.meta.note = torch.full((1,), 7.0)  # an attribute outside the dataclass's fields
+    named = [x for _, x in walk(t)]
+    assert [id(x) for x in tensors(t)] == [id(x) for x in named]
+    assert len(named) == 5
