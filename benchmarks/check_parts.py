@@ -60,45 +60,52 @@ def _by_method(fn):
     return wrapper
 
 
-def instrument(engine) -> None:
-    _wrap(session_mod.CaptureSession, "__init__", "capture session (all sizes)")
-    _wrap(steps.ExampleRunner, "run", "example (all its steps)")
-    _wrap(session_mod.CaptureSession, "reset", "session.reset")
-    _wrap(session_mod.CaptureSession, "poison", "session.poison")
-    _wrap(session_mod.CaptureSession, "share_constants", "session.share_constants")
-    _wrap(StepContext, "replay_live", "replay_live (poison outputs, replay, sync, clone)")
-    _wrap(type(engine), "synchronize", "engine.synchronize")
-    _wrap(compare.Comparator, "step", "comparator.step")
-    _wrap(compare.Comparator, "region", "comparator.region")
-    _wrap(compare.Comparator, "statics", "comparator.statics (end of example)")
-    _wrap(steps, "static_dict", "static_dict")
-    _wrap(steps, "randomise_static", "randomise_static (eager)")
-    _wrap(steps, "live_rows", "live_rows (eager)")
-    _wrap(api, "_release", "release a phase")
-    # finer parts of the above
+def _parts(engine) -> list[tuple]:
+    """(owner, attribute, label) of every timed function; an indented label is a part of the one above."""
     from graphsafe.capture import gpu_verdict, ledger, statics
 
-    _wrap(statics.SavedStatics, "__init__", "  SavedStatics (nondeterminism probe)")
-    _wrap(statics.SavedStatics, "restore", "  SavedStatics.restore")
-    _wrap(ledger.Snapshot, "restore_into", "  Snapshot.restore_into (reset)")
-    _wrap(session_mod, "storages_of", "  storages_of (poison, reset)")
-    _wrap(session_mod, "randomise_static", "  randomise_static (reset)")
-    _wrap(session_mod, "poison_floats", "  poison_floats (poison)")
-    _wrap(compare, "verdicts", "  verdicts")
-    _wrap(gpu_verdict, "count_bad", "  count_bad (launches)")
-    _wrap(compare, "compare_many", "  compare_many")
-    # inside a capture session
-    _wrap(session_mod.CaptureSession, "_capture", "  session: one size's capture")
-    _wrap(session_mod.CaptureSession, "_constants", "  session: constants")
-    _wrap(session_mod.CaptureSession, "_graph_buffers", "  session: graph buffers")
-    _wrap(type(engine), "warmup", "    engine.warmup")
-    _wrap(type(engine), "prescreen", "    engine.prescreen")
-    _wrap(type(engine), "capture", "    engine.capture")
-    _wrap(ledger.Snapshot, "__init__", "    Snapshot (capture)")
-    _wrap(ledger.Snapshot, "changed", "    Snapshot.changed (capture)")
-    _wrap(session_mod, "paths_by_storage", "    paths_by_storage (capture)")
-    session_mod.call_target = _by_method(session_mod.call_target)
+    eng = type(engine)
+    return [
+        (session_mod.CaptureSession, "__init__", "capture session (all sizes)"),
+        (steps.ExampleRunner, "run", "example (all its steps)"),
+        (session_mod.CaptureSession, "reset", "session.reset"),
+        (session_mod.CaptureSession, "poison", "session.poison"),
+        (session_mod.CaptureSession, "share_constants", "session.share_constants"),
+        (StepContext, "replay_live", "replay_live (poison outputs, replay, sync, clone)"),
+        (eng, "synchronize", "engine.synchronize"),
+        (compare.Comparator, "step", "comparator.step"),
+        (compare.Comparator, "region", "comparator.region"),
+        (compare.Comparator, "statics", "comparator.statics (end of example)"),
+        (steps, "static_dict", "static_dict"),
+        (steps, "randomise_static", "randomise_static (eager)"),
+        (steps, "live_rows", "live_rows (eager)"),
+        (api, "_release", "release a phase"),
+        (statics.SavedStatics, "__init__", "  SavedStatics (nondeterminism probe)"),
+        (statics.SavedStatics, "restore", "  SavedStatics.restore"),
+        (ledger.Snapshot, "restore_into", "  Snapshot.restore_into (reset)"),
+        (session_mod, "storages_of", "  storages_of (poison, reset)"),
+        (session_mod, "randomise_static", "  randomise_static (reset)"),
+        (session_mod, "poison_floats", "  poison_floats (poison)"),
+        (compare, "verdicts", "  verdicts"),
+        (gpu_verdict, "count_bad", "  count_bad (launches)"),
+        (compare, "compare_many", "  compare_many"),
+        (session_mod.CaptureSession, "_capture", "  session: one size's capture"),
+        (session_mod.CaptureSession, "_constants", "  session: constants"),
+        (session_mod.CaptureSession, "_graph_buffers", "  session: graph buffers"),
+        (eng, "warmup", "    engine.warmup"),
+        (eng, "prescreen", "    engine.prescreen"),
+        (eng, "capture", "    engine.capture"),
+        (ledger.Snapshot, "__init__", "    Snapshot (capture)"),
+        (ledger.Snapshot, "changed", "    Snapshot.changed (capture)"),
+        (session_mod, "paths_by_storage", "    paths_by_storage (capture)"),
+    ]
+
+
+def instrument(engine) -> None:
+    for owner, attr, label in _parts(engine):
+        _wrap(owner, attr, label)
     steps.call_target = _by_method(steps.call_target)
+    session_mod.call_target = _by_method(session_mod.call_target)
     for p in list(probes.PROBES.values()):
         if p.stage == "step":
             probes.PROBES[p.name] = type(p)(p.name, p.kind, p.stage, _timed("probe: " + p.name, p.run), p.summary)
