@@ -33,12 +33,6 @@ _unavailable = False  # Triton could not be imported: torch compares instead
 GROUP = 4
 
 
-def _define():
-    from ._verdict_kernel import _count_bad  # at first use: a check on the CPU emulator never needs it
-
-    return _count_bad
-
-
 def usable(g: torch.Tensor, e: torch.Tensor) -> bool:
     """Can :func:`count_bad` compare this pair (both on one CUDA device, one dtype, Triton compiled)?"""
     global _unavailable
@@ -58,7 +52,9 @@ def usable(g: torch.Tensor, e: torch.Tensor) -> bool:
 def _load() -> None:
     global _kernel
     if _kernel is None:
-        _kernel = _define()
+        from ._verdict_kernel import _count_bad  # at first use: a check on the CPU emulator never needs it
+
+        _kernel = _count_bad
 
 
 def count_bad(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float, float, bool]]) -> torch.Tensor:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from .statewalk import byte_view, storage_key, tensors, typed_view, walk
+from .statewalk import byte_view, storage_key, typed_view, walk
 
 __all__ = ["Snapshot", "storages_of", "prepare_writes", "poison_floats", "float_bytes", "poison_bytes", "Writes", "PrepareLedger",
            "prepare_calls", "fill_zero", "fill_other"]
@@ -28,7 +28,7 @@ __all__ = ["Snapshot", "storages_of", "prepare_writes", "poison_floats", "float_
 def storages_of(root: Any, exclude: set[int]) -> dict[int, torch.Tensor]:
     """storage key -> one tensor on it, for every tensor reachable from ``root``."""
     out: dict[int, torch.Tensor] = {}
-    for t in tensors(root):
+    for _, t in walk(root):
         if t.untyped_storage().nbytes() == 0:
             continue
         k = storage_key(t)

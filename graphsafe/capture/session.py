@@ -15,7 +15,7 @@ from ..errors import CaptureError, GraphsafeError, TargetRaised
 from .context import CaptureContext, CaptureInfo
 from .ledger import Snapshot, poison_floats, prepare_writes, storages_of
 from .policies import POLICIES, CapturePolicy
-from .statewalk import byte_view, paths_by_storage, storage_key, walk
+from .statewalk import paths_by_storage, storage_key, walk
 from .statics import randomise_static, static_keys
 
 __all__ = ["CaptureSession", "call_target", "raised", "out_of_memory", "as_target_failure"]

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import torch
 
-__all__ = ["storage_key", "walk", "walk_steps", "tensors", "Step", "paths_by_storage", "byte_view", "typed_view"]
+__all__ = ["storage_key", "walk", "walk_steps", "Step", "paths_by_storage", "byte_view", "typed_view"]
 
 _MAX_DEPTH = 8
 _MAX_VISITS = 100_000  # objects walked with every_path=True (shared objects are walked once per path)
@@ -42,19 +42,15 @@ def typed_view(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=t.dtype, device=t.device).set_(s, 0, (s.nbytes() // t.element_size(),), (1,))
 
 
-def _children(obj: Any, named: bool = True) -> Iterator[tuple[str | None, Step | None, Any]]:
-    """``(label, step, child)`` for each child of ``obj`` (``named=False``: labels and steps are None,
-    for walks that want only the tensors)."""
+def _children(obj: Any) -> Iterator[tuple[str, Step, Any]]:
+    """``(label, step, child)`` for each child of ``obj``."""
     if isinstance(obj, dict):
         for k, v in obj.items():
-            yield (f"[{k!r}]", (True, k), v) if named else (None, None, v)
+            yield f"[{k!r}]", (True, k), v
     elif isinstance(obj, (list, tuple)):
         fields = getattr(type(obj), "_fields", None)  # namedtuple
         for i, v in enumerate(obj):
-            if not named:
-                yield None, None, v
-            else:
-                yield (f".{fields[i]}", (False, fields[i]), v) if fields else (f"[{i}]", (True, i), v)
+            yield (f".{fields[i]}", (False, fields[i]), v) if fields else (f"[{i}]", (True, i), v)
     elif isinstance(obj, torch.nn.Module):
         for n, p in obj.named_parameters(recurse=False):
             yield f".{n}", (False, n), p
@@ -66,19 +62,18 @@ def _children(obj: Any, named: bool = True) -> Iterator[tuple[str | None, Step |
             if not n.startswith("_"):
                 yield f".{n}", (False, n), v
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        names = [f.name for f in dataclasses.fields(obj)]
+        names = [f.name for f in dataclasses.fields(obj)]  # listed once, not once per attribute
         for n in names:
-            v = getattr(obj, n, None)
-            yield (f".{n}", (False, n), v) if named else (None, None, v)
+            yield f".{n}", (False, n), getattr(obj, n, None)
         known = set(names)
         for n, v in getattr(obj, "__dict__", {}).items():
             if n not in known:
-                yield (f".{n}", (False, n), v) if named else (None, None, v)
+                yield f".{n}", (False, n), v
     else:
         d = getattr(obj, "__dict__", None)
         if d is not None:
             for n, v in d.items():
-                yield (f".{n}", (False, n), v) if named else (None, None, v)
+                yield f".{n}", (False, n), v
         for n in getattr(type(obj), "__slots__", ()):
             if hasattr(obj, n):
                 yield f".{n}", (False, n), getattr(obj, n)
@@ -122,23 +117,6 @@ def walk_steps(root: Any, prefix: str = "self", *, every_path: bool = False, ste
         kids = list(_children(obj))
         for name, step, child in reversed(kids):
             stack.append((path + name, trail + (step,) if steps else trail, child, depth + 1, inner))
-
-
-def tensors(root: Any) -> Iterator[torch.Tensor]:
-    """Every tensor reachable from ``root``, as :func:`walk` finds them (same order), without their paths:
-    the per-step walks (poison, reset) need only the tensors."""
-    seen: set[int] = set()
-    stack: list[tuple[Any, int]] = [(root, 0)]
-    while stack:
-        obj, depth = stack.pop()
-        if isinstance(obj, torch.Tensor):
-            yield obj
-            continue
-        if depth > _MAX_DEPTH or id(obj) in seen or not _walkable(obj):
-            continue
-        seen.add(id(obj))
-        kids = [child for _, _, child in _children(obj, named=False)]
-        stack.extend((child, depth + 1) for child in reversed(kids))
 
 
 def walk(root: Any, prefix: str = "self") -> Iterator[tuple[str, torch.Tensor]]:

@@ -99,10 +99,10 @@ def test_a_launch_writes_the_arguments_its_schema_or_its_learned_writes_say():
     assert written_args(triton, set()) == [a, b]  # nothing learned: any tensor argument may be written
 
 
-def test_the_tensor_only_walk_finds_what_the_named_walk_finds_in_the_same_order():
+def test_the_walk_names_a_dataclasss_fields_and_its_other_attributes_each_once():
     import dataclasses
 
-    from graphsafe.capture.statewalk import tensors, walk
+    from graphsafe.capture.statewalk import walk
 
     @dataclasses.dataclass
     class Meta:
@@ -115,9 +115,8 @@ def test_the_tensor_only_walk_finds_what_the_named_walk_finds_in_the_same_order(
     t = Target()
     shared = torch.zeros(3)
     t.meta = Meta(torch.ones(2), [shared, {"k": torch.arange(4)}])
-    t.again = shared  # one object under two paths: walked once
-    t.extra_on_meta = t.meta
+    t.again = shared  # a tensor under two paths: named under each
+    t.extra_on_meta = t.meta  # one object under two paths: walked once
     t.meta.note = torch.full((1,), 7.0)  # an attribute outside the dataclass's fields
-    named = [x for _, x in walk(t)]
-    assert [id(x) for x in tensors(t)] == [id(x) for x in named]
-    assert len(named) == 5
+    assert [p for p, _ in walk(t)] == ["self.meta.a", "self.meta.b[0]", "self.meta.b[1]['k']", "self.meta.note",
+                                       "self.again"]
