@@ -58,6 +58,21 @@ class CaptureInfo:
 
 
 @dataclass
+class LearnedWrites:
+    """What warm-ups learned of the kernels graphsafe sees only as calls (Triton, opaque): the (kernel,
+    argument) pairs seen written, and every kernel whose launches were examined (a kernel with no pair
+    wrote nothing seen, and counts as writing every argument).  Learning clones and compares every
+    argument of a launch, so later warm-ups (other sizes, later sessions, drawn captures) skip these
+    kernels."""
+
+    pairs: set = field(default_factory=set)
+    kernels: set = field(default_factory=set)
+
+    def copy(self) -> "LearnedWrites":
+        return LearnedWrites(set(self.pairs), set(self.kernels))
+
+
+@dataclass
 class CaptureContext:
     """A capture that failed: the size and batch it was captured with, and what it raised."""
 

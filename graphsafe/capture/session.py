@@ -12,7 +12,7 @@ from ..engines import Engine, Graph
 from ..engines.recording import TensorArg
 from ..engines.userframe import user_frame_of
 from ..errors import CaptureError, GraphsafeError, TargetRaised
-from .context import CaptureContext, CaptureInfo
+from .context import CaptureContext, CaptureInfo, LearnedWrites
 from .ledger import Snapshot, poison_floats, prepare_writes, storages_of
 from .policies import POLICIES, CapturePolicy
 from .statewalk import paths_by_storage, storage_key, walk
@@ -83,7 +83,7 @@ class CaptureSession:
         sizes: tuple[int, ...],
         policy: CapturePolicy = POLICIES["worst"],
         capture_batch: Batch | None = None,
-        known_writes: set | None = None,
+        known_writes: LearnedWrites | None = None,
         support: Support | None = None,
     ):
         self.target_cls, self.spec, self.engine, self.policy = target_cls, spec, engine, policy
@@ -93,12 +93,11 @@ class CaptureSession:
         self.notes: list[str] = []
         self.capture_error: CaptureContext | None = None
         self.constant_paths: dict[str, torch.Tensor] = {}  # attribute path -> a constant buffer
-        # (kernel, argument) pairs known to be written; learning them clones every argument of every
-        # warm-up launch, so sessions after the first reuse what the first one learned.  Within a session
-        # every size uses what any size's warm-up learned: a warm-up that rewrites identical bytes (the
-        # same capture inputs at a smaller size) shows no write of its own
-        self.known_writes = known_writes
-        self._learned: set = set(known_writes or ())
+        # what warm-ups learned of kernel writes; learning clones every argument of every warm-up launch, so
+        # sessions after the first reuse what the first one learned.  Within a session every size uses what
+        # any size's warm-up learned: a warm-up that rewrites identical bytes (the same capture inputs at a
+        # smaller size) shows no write of its own
+        self._learned = known_writes.copy() if known_writes is not None else LearnedWrites()
         self.target = target_cls()
         with torch.no_grad():
             call_target("setup(spec, device)", self.target.setup, spec, engine.device)
@@ -136,9 +135,10 @@ class CaptureSession:
         prepare_written = before.changed() | (set(now) - set(before.tensors))
         pre_warm = Snapshot(now)
         wrec = call_target("forward() (warm-up)", lambda: eng.warmup(
-            g.forward, skip_keys=self.static_keys, known=self._learned))
-        self._learned |= wrec.kernel_writes
-        wrec.kernel_writes |= self._learned
+            g.forward, skip_keys=self.static_keys, known=self._learned.kernels))
+        self._learned.pairs |= wrec.kernel_writes
+        self._learned.kernels |= wrec.learned_kernels
+        wrec.kernel_writes |= self._learned.pairs
         # forward() ran eagerly just now: what fails here is the pre-screen's host-sync check
         # (the engine raises CaptureError), or the target failing a second call
         call_target("forward() (pre-screen)", eng.prescreen, g.forward)
@@ -211,12 +211,9 @@ class CaptureSession:
         return {k: t for k, t in storages_of(self.target, self.static_keys).items() if k in ext}
 
     # -- per example -----------------------------------------------------------------
-    def learned_writes(self) -> set:
-        """Every (kernel, argument) pair seen written during this session's warm-ups."""
-        out: set = set()
-        for info in self.infos.values():
-            out |= info.warmup_kernel_writes
-        return out
+    def learned_writes(self) -> LearnedWrites:
+        """What this session's warm-ups (and the sessions it was given) learned of kernel writes."""
+        return self._learned.copy()
 
     def size_for(self, num_reqs: int) -> int:
         """The smallest captured size that holds ``num_reqs`` requests."""

@@ -23,6 +23,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ..capture.compare import Comparator
+from ..capture.context import LearnedWrites
 from ..capture.policies import POLICIES, CapturePolicy
 from ..capture.session import CaptureSession, as_target_failure
 from ..contract import Batch, CaptureSpec, Support, Target
@@ -56,7 +57,7 @@ class Prepared:
         f.target, f.engine, f.spec = self.name, self.engine.name, self.spec
         return f
 
-    def runner(self, main: CaptureSession | None, known_writes: set | None = None) -> ExampleRunner:
+    def runner(self, main: CaptureSession | None, known_writes: LearnedWrites | None = None) -> ExampleRunner:
         return ExampleRunner(self.cls, self.name, self.spec, self.engine, main, self.enabled,
                              Comparator(self.spec, self.options.tolerance), known_writes, self.support)
 
@@ -79,7 +80,7 @@ def prepared(target: Any, options: CheckOptions) -> Prepared:
 
 
 def _session(p: Prepared, sizes: tuple[int, ...], policy: CapturePolicy,
-             known_writes: set | None = None) -> CaptureSession | None:
+             known_writes: LearnedWrites | None = None) -> CaptureSession | None:
     """The phase's session, or None with the result's finding set when it could not capture."""
     try:
         with np.errstate(all="ignore"):
@@ -206,7 +207,7 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
     options, support = p.options, p.support
     found: list[Finding] = []
     known: set[tuple] = set()  # (kind, cause) of every finding reported so far
-    learned: set | None = None  # kernel writes the first session learned, for drawn captures
+    learned: LearnedWrites | None = None  # kernel writes the first session learned, for later captures
     session = None
     for phase in plan:
         if phase.policy.batch is None:

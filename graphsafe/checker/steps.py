@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..capture.compare import Comparator
-from ..capture.context import CaptureContext, StepContext, live_rows
+from ..capture.context import CaptureContext, LearnedWrites, StepContext, live_rows
 from ..capture.policies import POLICIES
 from ..capture.session import CaptureSession, as_target_failure, call_target
 from ..capture.statics import randomise_static, static_dict
@@ -47,7 +47,7 @@ class ExampleRunner:
     batch of its own) on a fresh graph captured for the plan, reusing ``known_writes``."""
 
     def __init__(self, cls: type, name: str, spec: CaptureSpec, engine: Engine, main: CaptureSession | None,
-                 enabled: set[str], comparator: Comparator, known_writes: set | None = None,
+                 enabled: set[str], comparator: Comparator, known_writes: LearnedWrites | None = None,
                  support: Support | None = None):
         self.cls, self.name, self.spec, self.engine, self.main = cls, name, spec, engine, main
         self.support = support
@@ -109,6 +109,8 @@ class ExampleRunner:
         session = CaptureSession(self.cls, self.spec, self.engine, (plan.size,), policy=POLICIES["drawn"],
                                  capture_batch=plan.capture, known_writes=self.known_writes, support=self.support)
         self.track_session(session)
+        if self.known_writes is None:  # a check of drawn captures only: later captures reuse what this one learned
+            self.known_writes = session.learned_writes()
         return session
 
     def track_session(self, session: CaptureSession) -> None:

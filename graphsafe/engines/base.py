@@ -71,10 +71,10 @@ class Engine:
     def new_pool(self) -> Any:
         return None
 
-    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set | None = None) -> Recorder:  # pragma: no cover
+    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None) -> Recorder:  # pragma: no cover
         """Run ``fn`` once eagerly, recording its launches and which kernel arguments they write (``skip_keys``
-        storages aside; kernels with a pair in ``known``, the (kernel, argument) pairs learned already, are
-        not learned again)."""
+        storages aside; the kernels named in ``known``, whose writes an earlier warm-up learned, are not
+        learned again: learning clones and compares every argument of a launch)."""
         raise NotImplementedError
 
     def prescreen(self, fn: Callable[[], Any]) -> None:

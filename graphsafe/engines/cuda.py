@@ -36,12 +36,12 @@ class CudaEngine(Engine):
     def new_pool(self) -> Any:
         return torch.cuda.graph_pool_handle()
 
-    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set | None = None) -> Recorder:
+    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None) -> Recorder:
         torch.cuda.synchronize(self._device)
         side = torch.cuda.Stream(self._device)
         side.wait_stream(torch.cuda.current_stream(self._device))
         rec = Recorder("observe", learn_writes=True, skip_keys=skip_keys)
-        rec.known_kernels = {kernel for kernel, _ in known or ()}
+        rec.known_kernels = set(known or ())
         with torch.cuda.stream(side):
             with rec:
                 fn()

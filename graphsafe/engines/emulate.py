@@ -123,9 +123,9 @@ class EmulatorEngine(Engine):
     def device(self) -> torch.device:
         return self._device
 
-    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set | None = None) -> Recorder:
+    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None) -> Recorder:
         rec = Recorder("observe", learn_writes=True, skip_keys=skip_keys)
-        rec.known_kernels = {kernel for kernel, _ in known or ()}
+        rec.known_kernels = set(known or ())
         with rec:
             fn()
         return rec

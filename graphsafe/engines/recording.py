@@ -173,6 +173,7 @@ class Recorder:
         self.program: list[Callable[[], None]] = []
         self.notes: list[str] = []
         self.kernel_writes: set[tuple[str, str]] = set()
+        self.learned_kernels: set[str] = set()  # kernels whose writes this recorder learned (some may write nothing seen)
         self.written: set[int] = set()  # storage keys written by recorded launches
         self.suspended = False
         self._keep: list[torch.Tensor] = []  # internal tensors the emulated graph owns
@@ -347,6 +348,7 @@ class Recorder:
         ptrs = {k: v for k, v in bound.items() if isinstance(v, torch.Tensor)}
         before = None
         if self.learn_writes and name not in self.known_kernels:
+            self.learned_kernels.add(name)
             before = {
                 k: v.clone() for k, v in ptrs.items() if v.untyped_storage().data_ptr() not in self.skip_keys
             }
@@ -397,6 +399,7 @@ class Recorder:
         tensors = {k: list(_tensors(v)) for k, v in bound.items()}
         before = None
         if self.learn_writes and name not in self.known_kernels:
+            self.learned_kernels.add(name)
             before = {k: [t.clone() for t in ts] for k, ts in tensors.items()
                       if ts and all(t.untyped_storage().data_ptr() not in self.skip_keys for t in ts)}
         with self.suspend():

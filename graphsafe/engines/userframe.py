@@ -71,9 +71,16 @@ def _library_roots() -> tuple[str, ...]:
 
 def display_path(filename: str) -> str:
     """``filename`` relative to the current directory when it lies below it, else absolute."""
-    path = os.path.abspath(filename)
+    return _display_path(filename, os.getcwd())
+
+
+@functools.lru_cache(maxsize=8192)
+def _display_path(filename: str, cwd: str) -> str:
+    """:func:`display_path` for the current directory ``cwd``; cached: the recorder names a frame for every
+    recorded op (thousands in a warm-up and capture), and the path arithmetic cost more than the rest."""
+    path = os.path.normpath(os.path.join(cwd, filename))
     try:
-        rel = os.path.relpath(path)
+        rel = os.path.relpath(path, cwd)
     except ValueError:  # another drive
         return path
     return path if rel.startswith("..") else rel

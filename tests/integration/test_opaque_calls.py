@@ -76,3 +76,21 @@ def test_a_host_value_an_opaque_call_froze_is_a_frozen_host_value_naming_the_arg
     result = check(T.OpaqueFrozenFactor, engine)
     [f] = result.errors
     assert (f.kind.value, f.where) == ("frozen-host-value", "ext.scale.factor"), result.summary()
+
+
+def test_warm_up_names_a_kernel_it_examined_even_when_no_write_was_seen():
+    x, lens, out = torch.ones(2, 3), torch.ones(2), torch.ones(2, 3)  # out already holds what the call writes
+    with Recorder("observe", learn_writes=True) as rec:
+        graphsafe.opaque_call("ext.scale", T.ext_scale, x, lens, out, 1.0, arg_names=("x", "lens", "out", "factor"))
+    assert rec.kernel_writes == set()
+    assert rec.learned_kernels == {"ext.scale"}
+
+
+def test_warm_up_does_not_learn_again_a_kernel_an_earlier_warm_up_examined():
+    x, lens, out = torch.ones(2, 3), torch.ones(2), torch.zeros(2, 3)
+    rec = Recorder("observe", learn_writes=True)
+    rec.known_kernels = {"ext.scale"}
+    with rec:
+        graphsafe.opaque_call("ext.scale", T.ext_scale, x, lens, out, 1.0, arg_names=("x", "lens", "out", "factor"))
+    assert rec.kernel_writes == set() and rec.learned_kernels == set()
+    assert len(rec.launches) == 1, "the launch is still recorded"

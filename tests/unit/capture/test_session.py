@@ -45,3 +45,23 @@ def test_reset_gives_back_the_post_capture_buffers_and_reseeds_the_static_ones()
     assert not torch.equal(g.w, w3)
     s.reset(seed=3)
     assert torch.equal(g.w, w3)
+
+
+def test_a_session_names_every_kernel_its_warm_ups_examined():
+    learned = session().learned_writes()
+    assert learned.kernels, "the synthetic target launches Triton kernels"
+    assert {kernel for kernel, _ in learned.pairs} <= learned.kernels
+
+
+def test_a_session_given_what_another_learned_knows_the_same_writes_without_learning_them(monkeypatch):
+    first = session()
+    learned = first.learned_writes()
+    engine = get_engine("emulate")
+    warm_ups = []
+    warmup = engine.warmup
+    monkeypatch.setattr(engine, "warmup", lambda fn, **kw: warm_ups.append(warmup(fn, **kw)) or warm_ups[-1])
+    second = CaptureSession(WithIndex, S.SPEC, engine, (1, 2, 4), known_writes=learned)
+    assert len(warm_ups) == 3 and not any(rec.learned_kernels for rec in warm_ups)
+    assert second.learned_writes() == learned
+    for size, info in second.infos.items():
+        assert info.warmup_kernel_writes == first.infos[size].warmup_kernel_writes
