@@ -26,11 +26,30 @@ def _count_pair(g_ptr, e_ptr, n, out_ptr, rtol, atol, MODE: tl.constexpr, BLOCK:
         bad = tl.where(inside & (ok == 0), 1, 0)
         tl.atomic_add(out_ptr, tl.sum(bad, axis=0).to(tl.int64))
 
-# up to GROUP pairs, one per program row (axis 1); MODE -1: no pair in that place.  Lengths are not
-# specialised on (every step's live rows have a length of their own: no compilation per length)
+# One kernel per number of places (1, 2, 4): a launch's host time grows with its arguments (on an H100
+# host a one-pair launch of the four-place kernel cost 68 us, of a one-place kernel 27 us), and most steps
+# compare one or two pairs.  One pair per program row (axis 1); MODE -1: no pair in that place.  Lengths are
+# not specialised on (every step's live rows have a length of their own: no compilation per length).
+@triton.jit(do_not_specialize=["n0"])
+def _count_bad1(out_ptr, g0, e0, n0, r0, a0, M0: tl.constexpr, BLOCK: tl.constexpr):
+    _count_pair(g0, e0, n0, out_ptr, r0, a0, M0, BLOCK)
+
+
+@triton.jit(do_not_specialize=["n0", "n1"])
+def _count_bad2(out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1,
+                M0: tl.constexpr, M1: tl.constexpr, BLOCK: tl.constexpr):
+    pair = tl.program_id(1)
+    if M0 >= 0:
+        if pair == 0:
+            _count_pair(g0, e0, n0, out_ptr, r0, a0, M0, BLOCK)
+    if M1 >= 0:
+        if pair == 1:
+            _count_pair(g1, e1, n1, out_ptr + 1, r1, a1, M1, BLOCK)
+
+
 @triton.jit(do_not_specialize=["n0", "n1", "n2", "n3"])
-def _count_bad(out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, g2, e2, n2, r2, a2, g3, e3, n3, r3, a3,
-               M0: tl.constexpr, M1: tl.constexpr, M2: tl.constexpr, M3: tl.constexpr, BLOCK: tl.constexpr):
+def _count_bad4(out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, g2, e2, n2, r2, a2, g3, e3, n3, r3, a3,
+                M0: tl.constexpr, M1: tl.constexpr, M2: tl.constexpr, M3: tl.constexpr, BLOCK: tl.constexpr):
     pair = tl.program_id(1)
     if M0 >= 0:
         if pair == 0:
@@ -44,3 +63,7 @@ def _count_bad(out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, g2, e2, n2, r2, 
     if M3 >= 0:
         if pair == 3:
             _count_pair(g3, e3, n3, out_ptr + 3, r3, a3, M3, BLOCK)
+
+
+#: the kernel for each number of places
+KERNELS = {1: _count_bad1, 2: _count_bad2, 4: _count_bad4}

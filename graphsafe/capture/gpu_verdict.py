@@ -2,9 +2,10 @@
 
 The per-step comparison is host-bound: ``torch.isclose(g, e).all()`` is a dozen small kernels (each
 one a few microseconds of host time to launch), a verdict per step and pair.  :func:`count_bad` does
-the same test in one launch for up to :data:`GROUP` pairs (a Triton launch costs 50 us of host time on
-an H100 host): each program loads a block of one pair's sides, tests it, and adds its count of elements
-that are not close into the pair's slot; the caller reads every slot at once.
+the same test in one launch for up to :data:`GROUP` pairs (a Triton launch costs 25 to 70 us of host time
+on an H100 host, more the more arguments it has: one kernel per number of places, 1, 2 or 4): each
+program loads a block of one pair's sides, tests it, and adds its count of elements that are not close
+into the pair's slot; the caller reads every slot at once.
 
 The test is :func:`graphsafe.capture.compare`'s, element for element: integers and booleans exactly;
 floats compared in float32 (every narrower float converts exactly) as equal, or both NaN, or (unless
@@ -25,12 +26,13 @@ from ..engines.triton_env import interpreter_active
 __all__ = ["usable", "count_bad"]
 
 _BLOCK = 1024
-_kernel = None  # the Triton kernel, defined at first use: importing graphsafe defines no kernel
+_kernels: dict | None = None  # places -> Triton kernel, defined at first use: importing graphsafe defines no kernel
 _unavailable = False  # Triton could not be imported: torch compares instead
 
 
 #: pairs counted by one launch (a step compares an output or two and its static tensors)
 GROUP = 4
+_MODES = tuple(f"M{i}" for i in range(GROUP))  # the kernels' mode arguments, by place
 
 
 def usable(g: torch.Tensor, e: torch.Tensor) -> bool:
@@ -40,7 +42,7 @@ def usable(g: torch.Tensor, e: torch.Tensor) -> bool:
         return False
     if interpreter_active():
         return False
-    if _kernel is None:
+    if _kernels is None:
         try:
             _load()
         except ImportError:
@@ -49,19 +51,20 @@ def usable(g: torch.Tensor, e: torch.Tensor) -> bool:
     return True
 
 
-def _load() -> None:
-    global _kernel
-    if _kernel is None:
-        from ._verdict_kernel import _count_bad  # at first use: a check on the CPU emulator never needs it
+def _load() -> dict:
+    global _kernels
+    if _kernels is None:
+        from ._verdict_kernel import KERNELS  # at first use: a check on the CPU emulator never needs it
 
-        _kernel = _count_bad
+        _kernels = KERNELS
+    return _kernels
 
 
 def count_bad(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float, float, bool]]) -> torch.Tensor:
     """For ``(graph, eager, rtol, atol, bitwise)`` pairs of equal shapes (each :func:`usable`): a device
     tensor of int64 counts, one per pair, of the elements that are not close.  One launch per
     :data:`GROUP` pairs; nothing read back."""
-    _load()
+    kernels = _load()
     out = torch.zeros(len(pairs), dtype=torch.int64, device=pairs[0][0].device)
     for base in range(0, len(pairs), GROUP):
         args: list = []
@@ -69,7 +72,8 @@ def count_bad(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float, float, bo
         longest = 0
         for g, e, rtol, atol, bitwise in pairs[base:base + GROUP]:
             n = g.numel()
-            g, e = g.reshape(-1), e.reshape(-1)
+            if not (g.is_contiguous() and e.is_contiguous()):  # the kernel reads flat memory
+                g, e = g.reshape(-1), e.reshape(-1)
             if g.dtype == torch.bool:  # compared as bytes
                 g, e = g.view(torch.uint8), e.view(torch.uint8)
             args += [g, e, n, float(rtol), float(atol)]
@@ -77,9 +81,11 @@ def count_bad(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float, float, bo
             longest = max(longest, n)
         if longest == 0:
             continue
-        while len(modes) < GROUP:  # the places left empty: any tensor, never read
+        places = next(k for k in sorted(kernels) if k >= len(modes))
+        while len(modes) < places:  # the places left empty: any tensor, never read
             args += [out, out, 0, 0.0, 0.0]
             modes.append(-1)
-        _kernel[(-(-longest // _BLOCK), GROUP)](out[base:], *args, M0=modes[0], M1=modes[1], M2=modes[2],
-                                                M3=modes[3], BLOCK=_BLOCK, enable_fp_fusion=False)
+        kernels[places][(-(-longest // _BLOCK), places)](out[base:] if base else out, *args,
+                                                         **dict(zip(_MODES, modes)), BLOCK=_BLOCK,
+                                                         enable_fp_fusion=False)
     return out

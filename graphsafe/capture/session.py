@@ -92,6 +92,7 @@ class CaptureSession:
         self.infos: dict[int, CaptureInfo] = {}
         self.notes: list[str] = []
         self.capture_error: CaptureContext | None = None
+        self._reset_held: dict[int, torch.Tensor] | None = None  # storages reset() found, for the first poison()
         self.constant_paths: dict[str, torch.Tensor] = {}  # attribute path -> a constant buffer
         # what warm-ups learned of kernel writes; learning clones every argument of every warm-up launch, so
         # sessions after the first reuse what the first one learned.  Within a session every size uses what
@@ -223,13 +224,19 @@ class CaptureSession:
         raise LookupError(f"no captured size holds {num_reqs} requests (captured: {sorted(self.graphs)})")
 
     def reset(self, seed: int) -> None:
-        """Back to the post-capture buffers, static tensors re-randomised from ``seed``."""
-        self._post.restore_into(storages_of(self.target, self.static_keys))
+        """Back to the post-capture buffers, static tensors re-randomised from ``seed``.  The example's first
+        :meth:`poison` follows with no call of the target between: it poisons the storages found here."""
+        held = storages_of(self.target, self.static_keys)
+        self._post.restore_into(held)
         randomise_static(self.target, seed)
+        self._reset_held = held
 
     def poison(self) -> None:
         """NaN-fill every floating buffer of the graph instance but static tensors and constants."""
-        poison_floats(storages_of(self.target, self.unpoisoned).values())
+        held, self._reset_held = self._reset_held, None  # (tensors are not held past this: a freed one must go)
+        if held is None:
+            held = storages_of(self.target, self.static_keys)
+        poison_floats(t for k, t in held.items() if k not in self.constant_keys)
 
     def close(self) -> None:
         """Drop the graphs and the target instance now (a drawn capture's, before the next example's is made)."""
@@ -237,4 +244,5 @@ class CaptureSession:
         self.infos.clear()
         self.constant_paths = {}
         self._post = None
+        self._reset_held = None
         self.target = None

@@ -298,13 +298,22 @@ def _expected_status(targets: list[str], classes: dict[str, type], results: dict
 class _InterruptLatch:
     """Remembers a Ctrl-C, so that the run stops at the next target even when the
     KeyboardInterrupt itself was swallowed (one that lands in a garbage-collector
-    callback, Hypothesis has one, is only printed by Python, never raised)."""
+    callback, Hypothesis has one, is only printed by Python, never raised).  Such a
+    swallowed interrupt is not printed either (a traceback for a Ctrl-C that worked):
+    every other unraisable exception goes to the hook there was before."""
 
     def __init__(self) -> None:
         self.hit = False
         self._prev: Any = None
+        self._prev_hook: Any = None
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._prev = signal.signal(signal.SIGINT, self._handle)
+            self._prev_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
+
+    def _unraisable(self, info: Any) -> None:
+        if isinstance(info.exc_value, KeyboardInterrupt) and self.hit:
+            return  # remembered: the run stops at the next target
+        self._prev_hook(info)
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.hit = True
@@ -320,6 +329,8 @@ class _InterruptLatch:
         if self._prev is not None:
             signal.signal(signal.SIGINT, self._prev)
             self._prev = None
+        if self._prev_hook is not None:
+            sys.unraisablehook, self._prev_hook = self._prev_hook, None
 
 
 # -- audit -------------------------------------------------------------------------------------

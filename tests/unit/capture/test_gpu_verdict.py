@@ -67,6 +67,17 @@ def test_more_pairs_than_one_launch_takes_are_each_counted_in_their_own_slot():
     assert gpu_verdict.count_bad(pairs).tolist() == [0, 1, 0] + list(range(3, 2 * gpu_verdict.GROUP + 1))
 
 
+@pytest.mark.parametrize("n", range(1, gpu_verdict.GROUP + 1))
+def test_a_launch_of_any_number_of_pairs_up_to_a_group_counts_each_in_its_own_slot(n):
+    pairs = []
+    for k in range(n):  # pair k has k + 1 elements not close, at its far end
+        g = torch.zeros(2000 + 500 * k, device=DEVICE)
+        e = g.clone()
+        e[-(k + 1):] = 1.0
+        pairs.append((g, e, 1e-5, 1e-5, False))
+    assert gpu_verdict.count_bad(pairs).tolist() == list(range(1, n + 1))
+
+
 def test_every_block_of_a_long_pair_is_counted():
     g = torch.zeros(5 * 1024 + 3, device=DEVICE)
     e = g.clone()
@@ -84,3 +95,11 @@ def test_verdicts_on_a_gpu_agree_with_the_pair_by_pair_comparison():
              (g, g.clone(), *tolerances(g.dtype), torch.tensor([0, 2], device="cuda"))]
     assert verdicts(items) == [True, False, True]
     assert verdicts(items, bitwise=True) == [False, False, True]
+
+
+def test_a_pair_that_is_not_contiguous_is_counted_element_for_element():
+    g = torch.zeros(48, 40, device=DEVICE).t()  # a transposed view: strided memory
+    e = torch.zeros(40, 48, device=DEVICE)
+    e[3, 5] = e[39, 47] = 1.0
+    assert not g.is_contiguous()
+    assert gpu_verdict.count_bad([(g, e, 1e-5, 1e-5, False)]).tolist() == [2]
