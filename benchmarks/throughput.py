@@ -26,6 +26,7 @@ torch, triton), the commit and the method.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import subprocess
 import time
@@ -121,7 +122,12 @@ def best(rounds: list[tuple[int, float]]) -> tuple[int, float]:
 
 
 def host() -> dict:
-    """What ``_util.machine()`` leaves out: the host, the CUDA runtime, the commit measured."""
+    """What ``_util.machine()`` leaves out: the host, the CUDA runtime, the commit measured (``$GRAPHSAFE_COMMIT``
+    when set: a copy of the tree whose ``.git`` is not the tree's own, as on a lent GPU machine, names it so)."""
+    given = os.environ.get("GRAPHSAFE_COMMIT")
+    if given:
+        return {"host": platform.node(), "cuda": torch.version.cuda, "commit": given, "dirty": None,
+                "commit_from": "$GRAPHSAFE_COMMIT"}
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_util.ROOT, capture_output=True, text=True,
                                 check=True).stdout.strip()

@@ -53,7 +53,9 @@ def seeded(
     gen = torch.Generator(device="cpu")
     gen.manual_seed(int(seed) & ((1 << 63) - 1))
     if dtype.is_floating_point:
-        t = torch.randn(tuple(shape), generator=gen, dtype=torch.float32).mul_(scale)
+        t = torch.randn(tuple(shape), generator=gen, dtype=torch.float32)
+        if scale != 1.0:
+            t.mul_(scale)
     elif dtype == torch.bool:
         t = torch.randint(0, 2, tuple(shape), generator=gen).bool()
     else:
@@ -120,8 +122,8 @@ def fill_seeded(t: torch.Tensor, seed: int) -> torch.Tensor:
     if not t.dtype.is_floating_point:
         raise TypeError(f"fill_seeded fills floating tensors, not {t.dtype}")
     n = t.numel()
-    if n <= SEEDED_POOL:
-        return t.copy_(seeded(tuple(t.shape), seed=seed, dtype=t.dtype, device=t.device))
+    if n <= SEEDED_POOL:  # copied from the CPU straight into ``t``: no temporary on its device
+        return t.copy_(seeded(tuple(t.shape), seed=seed, dtype=t.dtype))
     if t.dtype == torch.float32 and t.is_contiguous():
         _Pools(n, seed, t.device).into(t.view(-1), 0)
         return t
