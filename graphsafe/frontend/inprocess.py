@@ -33,14 +33,19 @@ class _Deadline(BaseException):
 
 #: extra seconds after the deadline before a check stuck in native code ends the process with a stack dump
 HARD_STOP_GRACE_S = 30.0
+#: a deadline that falls inside an import (torch imports sympy at a first dispatch-mode call: seconds on a
+#: loaded machine) is asked again this many seconds later, until the import is done
+IMPORT_GRACE_S = 0.25
 
 
 @contextlib.contextmanager
 def deadline(seconds: float, label: str) -> Iterator[None]:
     """Stop the block after ``seconds`` with :class:`TargetTimeout` (main thread only; elsewhere no limit).
 
-    A hang in Python code (or a blocking call that returns to Python) is interrupted by ``SIGALRM``.
-    A hang inside native code (a GPU kernel that never ends) cannot be: ``HARD_STOP_GRACE_S`` later
+    A hang in Python code (or a blocking call that returns to Python) is interrupted by ``SIGALRM``,
+    though never inside an import: one cut short would leave a half-made module behind (torch imports
+    sympy lazily, and a half-made sympy fails every later check of the process), so the interruption
+    waits for the import to end.  A hang inside native code (a GPU kernel that never ends) cannot be: ``HARD_STOP_GRACE_S`` later
     the process writes every thread's stack and exits, which is why isolation is the safe mode for
     backends that may hang.
     """
@@ -50,6 +55,9 @@ def deadline(seconds: float, label: str) -> Iterator[None]:
     where: list[str] = []
 
     def on_alarm(signum: int, frame: Any) -> None:
+        if _importing(frame):  # cut short, a module stays half made in sys.modules and breaks later checks
+            signal.setitimer(signal.ITIMER_REAL, IMPORT_GRACE_S)
+            return
         where.append(innermost_user_frame(
             (fs.filename, fs.lineno, fs.name) for fs in traceback.extract_stack(frame)))
         raise _Deadline
@@ -70,6 +78,15 @@ def deadline(seconds: float, label: str) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         faulthandler.cancel_dump_traceback_later()
+
+
+def _importing(frame: Any) -> bool:
+    """Is the main thread inside an import (a frame of importlib's bootstrap on its stack)?"""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _hard_stop_later(seconds: float) -> None:
