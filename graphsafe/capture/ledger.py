@@ -29,9 +29,10 @@ def storages_of(root: Any, exclude: set[int]) -> dict[int, torch.Tensor]:
     """storage key -> one tensor on it, for every tensor reachable from ``root``."""
     out: dict[int, torch.Tensor] = {}
     for _, t in walk(root):
-        if t.untyped_storage().nbytes() == 0:
+        s = t.untyped_storage()
+        if s.nbytes() == 0:
             continue
-        k = storage_key(t)
+        k = s.data_ptr()  # storage_key(t), the storage asked for once
         if k not in exclude and k not in out:
             out[k] = t
     return out

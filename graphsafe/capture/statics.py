@@ -68,7 +68,12 @@ def _require_held(target: Target, items: dict[str, torch.Tensor], named: bool) -
             return
     except TypeError:  # not weak-referenceable: check every time
         pass
-    held = {storage_key(t) for _, t in walk(target)}
+    # most targets hold their static tensors as attributes of their own: look there before walking
+    direct = {storage_key(v) for v in getattr(target, "__dict__", {}).values() if isinstance(v, torch.Tensor)}
+    if set(keys.values()) <= direct:
+        held = direct
+    else:
+        held = {storage_key(t) for _, t in walk(target)}
     for k, key in keys.items():
         if key not in held:
             label = f"static()[{k!r}]" if named else f"static()[{k.removeprefix('static[').removesuffix(']')}]"

@@ -1,6 +1,8 @@
 """Large static state without full copies: comparison in pieces and by region, saving only what a
 replay can change."""
 
+import types
+
 import pytest
 import torch
 
@@ -8,7 +10,8 @@ from graphsafe import Batch, CaptureSpec
 from graphsafe.capture import compare as compare_mod
 from graphsafe.capture import statics as statics_mod
 from graphsafe.capture.compare import Comparator, compare
-from graphsafe.capture.statics import SavedStatics, randomise_static
+from graphsafe.capture.statics import SavedStatics, randomise_static, static_dict
+from graphsafe.errors import ContractError
 from graphsafe.values import SEEDED_POOL, derive_seed, fill_seeded
 
 SPEC = CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, block_size=4, num_blocks=64)
@@ -100,3 +103,25 @@ def test_randomising_like_an_instance_just_randomised_copies_the_same_values():
     for name in ("kv", "w", "n"):
         assert torch.equal(getattr(b, name), getattr(c, name)) and torch.equal(getattr(a, name), getattr(c, name))
     assert torch.equal(c.kv, fill_seeded(torch.empty(SEEDED_POOL + 5), derive_seed(3, "kv")))
+
+
+class _Holder:
+    def __init__(self):
+        self.cache = torch.zeros(4, 8)
+        self.nested = {"state": torch.ones(3)}
+        self.inner = types.SimpleNamespace(weights=torch.ones(2, 2))
+
+    def static(self):
+        return {"cache": self.cache[1:], "state": self.nested["state"], "weights": self.inner.weights}
+
+
+def test_static_tensors_held_as_attributes_items_or_deeper_are_accepted():
+    target = _Holder()
+    assert set(static_dict(target)) == {"cache", "state", "weights"}
+
+
+def test_a_static_tensor_built_by_static_itself_is_refused_even_beside_held_ones():
+    target = _Holder()
+    target.static = lambda: {"cache": target.cache, "fresh": torch.zeros(2)}
+    with pytest.raises(ContractError, match=r"static\(\)\['fresh'\] is not held by the target"):
+        static_dict(target)
