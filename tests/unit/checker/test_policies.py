@@ -59,3 +59,23 @@ def test_with_few_examples_the_policies_that_matter_most_run():
     assert [(p.policy.name, p.examples) for p in phases(resolve_capture("explore"), 3)] == [
         ("worst", 1), ("minimal", 1), ("drawn", 1)]
     assert [p.examples for p in phases(resolve_capture("minimal"), 7)] == [7]
+
+
+def test_a_check_of_drawn_captures_learns_kernel_writes_in_its_first_capture_only(monkeypatch):
+    import graphsafe
+    from graphsafe.engines import emulate
+    from tests.targets import synthetic
+
+    recorders = []
+    warmup = emulate.EmulatorEngine.warmup
+
+    def recording_warmup(self, fn, **kw):
+        recorders.append(warmup(self, fn, **kw))
+        return recorders[-1]
+
+    monkeypatch.setattr(emulate.EmulatorEngine, "warmup", recording_warmup)
+    result = graphsafe.check(synthetic.Safe, engine="emulate", examples=4, capture="drawn", database=False, seed=0)
+    assert result.ok, result.summary()
+    assert len(recorders) >= 2, "one warm-up per drawn capture"
+    assert recorders[0].learned_kernels, "the first capture learns the target's kernels"
+    assert not any(rec.learned_kernels for rec in recorders[1:]), "later captures reuse what it learned"
