@@ -236,7 +236,7 @@ class CaptureSession:
         held, self._reset_held = self._reset_held, None  # (tensors are not held past this: a freed one must go)
         if held is None:
             held = storages_of(self.target, self.static_keys)
-        poison_floats(t for k, t in held.items() if k not in self.constant_keys)
+        poison_floats(t for k, t in held.items() if k not in self.unpoisoned)
 
     def close(self) -> None:
         """Drop the graphs and the target instance now (a drawn capture's, before the next example's is made)."""

@@ -3,9 +3,9 @@
 A frame is *infrastructure* when it belongs to graphsafe's machinery (every part of the
 ``graphsafe`` package except its own targets: the reference kernels and the FlashInfer targets), to the
 libraries under it (torch and the sympy it imports, triton, FlashInfer, TVM-FFI, numpy, Hypothesis,
-pytest, xdist) or to Python's standard library.  Everything else (a backend, a test, a script, ``graphsafe/reference``,
-``graphsafe/flashinfer/targets.py``) is the target's own code, and findings name its
-innermost frame: in a live stack (the recorder, per launch), in an exception's traceback (a
+pytest, xdist) or to Python's standard library.  Everything else (a backend, a test, a script,
+``graphsafe/reference``, ``graphsafe/flashinfer/targets.py``) is the target's own code, and findings
+name its innermost frame: in a live stack (the recorder, per launch), in an exception's traceback (a
 capture failure, a target error), or in a faulthandler dump (a crashed or hung sandbox).
 """
 

@@ -45,9 +45,9 @@ def deadline(seconds: float, label: str) -> Iterator[None]:
     A hang in Python code (or a blocking call that returns to Python) is interrupted by ``SIGALRM``,
     though never inside an import: one cut short would leave a half-made module behind (torch imports
     sympy lazily, and a half-made sympy fails every later check of the process), so the interruption
-    waits for the import to end.  A hang inside native code (a GPU kernel that never ends) cannot be: ``HARD_STOP_GRACE_S`` later
-    the process writes every thread's stack and exits, which is why isolation is the safe mode for
-    backends that may hang.
+    waits for the import to end.  A hang inside native code (a GPU kernel that never ends) cannot be
+    interrupted: ``HARD_STOP_GRACE_S`` later the process writes every thread's stack and exits, which is
+    why isolation is the safe mode for backends that may hang.
     """
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
         yield
