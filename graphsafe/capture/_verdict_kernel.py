@@ -35,34 +35,30 @@ def _count_bad1(out_ptr, g0, e0, n0, r0, a0, M0: tl.constexpr, BLOCK: tl.constex
     _count_pair(g0, e0, n0, out_ptr, r0, a0, M0, BLOCK)
 
 
+@triton.jit
+def _two_places(pair, FIRST: tl.constexpr, out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1,
+                M0: tl.constexpr, M1: tl.constexpr, BLOCK: tl.constexpr):
+    # places FIRST and FIRST + 1 of a launch: the program row ``pair`` counts its own
+    if M0 >= 0:
+        if pair == FIRST:
+            _count_pair(g0, e0, n0, out_ptr + FIRST, r0, a0, M0, BLOCK)
+    if M1 >= 0:
+        if pair == FIRST + 1:
+            _count_pair(g1, e1, n1, out_ptr + FIRST + 1, r1, a1, M1, BLOCK)
+
+
 @triton.jit(do_not_specialize=["n0", "n1"])
 def _count_bad2(out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1,
                 M0: tl.constexpr, M1: tl.constexpr, BLOCK: tl.constexpr):
-    pair = tl.program_id(1)
-    if M0 >= 0:
-        if pair == 0:
-            _count_pair(g0, e0, n0, out_ptr, r0, a0, M0, BLOCK)
-    if M1 >= 0:
-        if pair == 1:
-            _count_pair(g1, e1, n1, out_ptr + 1, r1, a1, M1, BLOCK)
+    _two_places(tl.program_id(1), 0, out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, M0, M1, BLOCK)
 
 
 @triton.jit(do_not_specialize=["n0", "n1", "n2", "n3"])
 def _count_bad4(out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, g2, e2, n2, r2, a2, g3, e3, n3, r3, a3,
                 M0: tl.constexpr, M1: tl.constexpr, M2: tl.constexpr, M3: tl.constexpr, BLOCK: tl.constexpr):
     pair = tl.program_id(1)
-    if M0 >= 0:
-        if pair == 0:
-            _count_pair(g0, e0, n0, out_ptr, r0, a0, M0, BLOCK)
-    if M1 >= 0:
-        if pair == 1:
-            _count_pair(g1, e1, n1, out_ptr + 1, r1, a1, M1, BLOCK)
-    if M2 >= 0:
-        if pair == 2:
-            _count_pair(g2, e2, n2, out_ptr + 2, r2, a2, M2, BLOCK)
-    if M3 >= 0:
-        if pair == 3:
-            _count_pair(g3, e3, n3, out_ptr + 3, r3, a3, M3, BLOCK)
+    _two_places(pair, 0, out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, M0, M1, BLOCK)
+    _two_places(pair, 2, out_ptr, g2, e2, n2, r2, a2, g3, e3, n3, r3, a3, M2, M3, BLOCK)
 
 
 #: the kernel for each number of places

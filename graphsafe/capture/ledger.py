@@ -19,16 +19,17 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from .statewalk import byte_view, storage_key, typed_view, walk
+from . import gpu_verdict
+from .statewalk import byte_view, storage_key, tensors, typed_view
 
-__all__ = ["Snapshot", "storages_of", "prepare_writes", "poison_floats", "float_bytes", "poison_bytes", "Writes", "PrepareLedger",
+__all__ = ["Snapshot", "storages_of", "differ", "prepare_writes", "poison_floats", "float_bytes", "poison_bytes", "Writes", "PrepareLedger",
            "prepare_calls", "fill_zero", "fill_other"]
 
 
 def storages_of(root: Any, exclude: set[int]) -> dict[int, torch.Tensor]:
     """storage key -> one tensor on it, for every tensor reachable from ``root``."""
     out: dict[int, torch.Tensor] = {}
-    for _, t in walk(root):
+    for t in tensors(root):
         s = t.untyped_storage()
         if s.nbytes() == 0:
             continue
@@ -58,15 +59,31 @@ class Snapshot:
             torch._foreach_copy_(dst, src)
 
     def changed(self) -> set[int]:
-        out = set()
-        for k, t in self.tensors.items():
-            if not torch.equal(byte_view(t), self.bytes[k]):
-                out.add(k)
-        return out
+        """The held storages whose bytes differ from the snapshot's."""
+        keys = list(self.tensors)
+        return {k for k, d in zip(keys, differ([(byte_view(self.tensors[k]), self.bytes[k]) for k in keys])) if d}
 
     def restore(self, keys: Iterable[int] | None = None) -> None:
         for k in self.bytes if keys is None else keys:
             byte_view(self.tensors[k]).copy_(self.bytes[k])
+
+
+def differ(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[bool]:
+    """For pairs of byte views: does each differ (another length, or any byte)?  On a GPU the pairs of
+    equal length are counted by the verdict kernel and read at once, not one ``torch.equal`` (one
+    synchronisation) per pair."""
+    same = [a.shape == b.shape for a, b in pairs]
+    fast = [i for i, (a, b) in enumerate(pairs) if same[i] and gpu_verdict.usable(a, b)]
+    out = [not s for s in same]
+    if fast:
+        counts = gpu_verdict.count_bad([(pairs[i][0], pairs[i][1], 0.0, 0.0, True) for i in fast]).tolist()
+        for i, c in zip(fast, counts):
+            out[i] = c != 0
+    done = set(fast)
+    for i, (a, b) in enumerate(pairs):
+        if same[i] and i not in done:
+            out[i] = not torch.equal(a, b)
+    return out
 
 
 def poison_floats(tensors: Iterable[torch.Tensor]) -> None:
@@ -116,7 +133,8 @@ def prepare_writes(tensors: dict[int, torch.Tensor], run_prepare: Callable[[], A
                 fill(t)
             ref = {k: byte_view(t).clone() for k, t in tensors.items()}
             run_prepare()
-            written |= {k for k, t in tensors.items() if not torch.equal(byte_view(t), ref[k])}
+            keys = list(tensors)
+            written |= {k for k, d in zip(keys, differ([(byte_view(tensors[k]), ref[k]) for k in keys])) if d}
             snap.restore()
     finally:
         snap.restore()

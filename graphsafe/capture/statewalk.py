@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import torch
 
-__all__ = ["storage_key", "walk", "walk_steps", "Step", "paths_by_storage", "byte_view", "typed_view"]
+__all__ = ["storage_key", "walk", "walk_steps", "tensors", "Step", "paths_by_storage", "byte_view", "typed_view"]
 
 _MAX_DEPTH = 8
 _MAX_VISITS = 100_000  # objects walked with every_path=True (shared objects are walked once per path)
@@ -42,16 +42,48 @@ def typed_view(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=t.dtype, device=t.device).set_(s, 0, (s.nbytes() // t.element_size(),), (1,))
 
 
+# What a walk does with an object of each type, decided once per type: (_LEAF) nothing, (_DICT) its
+# values, (_SEQ) its items, (_MODULE) an nn.Module's parameters, buffers, children and public attributes,
+# (_DATACLASS) its fields then its other attributes, (_PLAIN) its ``__dict__`` then its ``__slots__``.
+_LEAF, _DICT, _SEQ, _MODULE, _DATACLASS, _PLAIN = range(6)
+_LEAF_TYPES = (str, bytes, int, float, bool, complex, torch.dtype, torch.device, type, types.ModuleType,
+               types.FunctionType, types.MethodType, types.BuiltinFunctionType, type(None))
+_KINDS: dict[type, int] = {}
+_FIELDS: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}  # a dataclass's field names, listed once
+
+
+def _kind(tp: type) -> int:
+    kind = _KINDS.get(tp)
+    if kind is None:
+        if issubclass(tp, _LEAF_TYPES) or (tp.__module__ or "").startswith(_SKIP_MODULE_PREFIXES):
+            kind = _LEAF
+        elif issubclass(tp, dict):
+            kind = _DICT
+        elif issubclass(tp, (list, tuple)):
+            kind = _SEQ
+        elif issubclass(tp, torch.nn.Module):
+            kind = _MODULE
+        elif dataclasses.is_dataclass(tp):
+            kind = _DATACLASS
+            names = tuple(f.name for f in dataclasses.fields(tp))
+            _FIELDS[tp] = names, frozenset(names)
+        else:
+            kind = _PLAIN
+        _KINDS[tp] = kind
+    return kind
+
+
 def _children(obj: Any) -> Iterator[tuple[str, Step, Any]]:
-    """``(label, step, child)`` for each child of ``obj``."""
-    if isinstance(obj, dict):
+    """``(label, step, child)`` for each child of ``obj`` (a walkable object)."""
+    kind = _kind(type(obj))
+    if kind == _DICT:
         for k, v in obj.items():
             yield f"[{k!r}]", (True, k), v
-    elif isinstance(obj, (list, tuple)):
+    elif kind == _SEQ:
         fields = getattr(type(obj), "_fields", None)  # namedtuple
         for i, v in enumerate(obj):
             yield (f".{fields[i]}", (False, fields[i]), v) if fields else (f"[{i}]", (True, i), v)
-    elif isinstance(obj, torch.nn.Module):
+    elif kind == _MODULE:
         for n, p in obj.named_parameters(recurse=False):
             yield f".{n}", (False, n), p
         for n, b in obj.named_buffers(recurse=False):
@@ -61,11 +93,10 @@ def _children(obj: Any) -> Iterator[tuple[str, Step, Any]]:
         for n, v in vars(obj).items():
             if not n.startswith("_"):
                 yield f".{n}", (False, n), v
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        names = [f.name for f in dataclasses.fields(obj)]  # listed once, not once per attribute
+    elif kind == _DATACLASS:
+        names, known = _FIELDS[type(obj)]
         for n in names:
             yield f".{n}", (False, n), getattr(obj, n, None)
-        known = set(names)
         for n, v in getattr(obj, "__dict__", {}).items():
             if n not in known:
                 yield f".{n}", (False, n), v
@@ -79,13 +110,54 @@ def _children(obj: Any) -> Iterator[tuple[str, Step, Any]]:
                 yield f".{n}", (False, n), getattr(obj, n)
 
 
+def _child_values(obj: Any, kind: int) -> list[Any]:
+    """The children :func:`_children` gives, in its order, without labels and steps."""
+    if kind == _DICT:
+        return list(obj.values())
+    if kind == _SEQ:
+        return list(obj)
+    if kind == _MODULE:
+        return [*(p for _, p in obj.named_parameters(recurse=False)), *(b for _, b in obj.named_buffers(recurse=False)),
+                *(m for _, m in obj.named_children()), *(v for n, v in vars(obj).items() if not n.startswith("_"))]
+    d = getattr(obj, "__dict__", None)
+    if kind == _DATACLASS:
+        names, known = _FIELDS[type(obj)]
+        out = [getattr(obj, n, None) for n in names]
+        if d:
+            out += [v for n, v in d.items() if n not in known]
+        return out
+    out = [] if d is None else list(d.values())
+    for n in getattr(type(obj), "__slots__", ()):
+        if hasattr(obj, n):
+            out.append(getattr(obj, n))
+    return out
+
+
 def _walkable(obj: Any) -> bool:
-    if obj is None or isinstance(obj, (str, bytes, int, float, bool, complex, torch.dtype, torch.device)):
-        return False
-    if isinstance(obj, (type, types.ModuleType, types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
-        return False
-    mod = type(obj).__module__ or ""
-    return not mod.startswith(_SKIP_MODULE_PREFIXES)
+    return _kind(type(obj)) != _LEAF
+
+
+def tensors(root: Any) -> list[torch.Tensor]:
+    """Every tensor reachable from ``root``, in :func:`walk`'s order, without paths: what the per-step
+    walks (poison, reset) need, at about half a walk's cost (no paths, no generators, types classified once)."""
+    seen: set[int] = set()
+    out: list[torch.Tensor] = []
+    stack: list[tuple[Any, int]] = [(root, 0)]
+    pop, push, tensor = stack.pop, stack.append, torch.Tensor
+    while stack:
+        obj, depth = pop()
+        if isinstance(obj, tensor):
+            out.append(obj)
+            continue
+        if depth > _MAX_DEPTH or id(obj) in seen:
+            continue
+        kind = _kind(type(obj))
+        if kind == _LEAF:
+            continue
+        seen.add(id(obj))
+        for child in reversed(_child_values(obj, kind)):
+            push((child, depth + 1))
+    return out
 
 
 def walk_steps(root: Any, prefix: str = "self", *, every_path: bool = False, steps: bool = True

@@ -103,3 +103,19 @@ def test_a_pair_that_is_not_contiguous_is_counted_element_for_element():
     e[3, 5] = e[39, 47] = 1.0
     assert not g.is_contiguous()
     assert gpu_verdict.count_bad([(g, e, 1e-5, 1e-5, False)]).tolist() == [2]
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "torch.equal"])
+def test_byte_views_that_differ_in_any_byte_or_in_length_are_told_apart(kernel, monkeypatch):
+    from graphsafe.capture.ledger import differ
+    from graphsafe.capture.statewalk import byte_view
+
+    if DEVICE == "cpu" and kernel:  # the kernel in the interpreter, as a GPU runs it compiled
+        monkeypatch.setattr(gpu_verdict, "usable", lambda a, b: True)
+    a = torch.arange(3000, dtype=torch.float32, device=DEVICE)
+    b = a.clone()
+    b[2999] = float("nan")  # the last byte block of a pair longer than one program's block
+    nan = torch.full((5,), float("nan"), device=DEVICE)
+    pairs = [(byte_view(a), byte_view(a.clone())), (byte_view(a), byte_view(b)),
+             (byte_view(nan), byte_view(nan.clone())), (byte_view(a), byte_view(a[:10].clone()))]
+    assert differ(pairs) == [False, True, False, True]

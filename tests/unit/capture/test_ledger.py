@@ -120,3 +120,66 @@ def test_the_walk_names_a_dataclasss_fields_and_its_other_attributes_each_once()
     t.meta.note = torch.full((1,), 7.0)  # an attribute outside the dataclass's fields
     assert [p for p, _ in walk(t)] == ["self.meta.a", "self.meta.b[0]", "self.meta.b[1]['k']", "self.meta.note",
                                        "self.again"]
+
+
+def _zoo():
+    """An object graph with every kind of holder the walk knows, a cycle, a shared object and a skipped module."""
+    import dataclasses
+    from collections import namedtuple
+
+    @dataclasses.dataclass
+    class Meta:
+        a: torch.Tensor
+        b: list
+
+    @dataclasses.dataclass(slots=True)
+    class Slotted:
+        x: torch.Tensor
+        y: object = None
+
+    class WithSlots:
+        __slots__ = ("p", "q")
+
+    class Target:
+        pass
+
+    Pair = namedtuple("Pair", "left right")
+    t = Target()
+    t.meta = Meta(torch.ones(2), [torch.zeros(3), {"k": torch.arange(4)}])
+    t.meta.note = torch.full((1,), 7.0)
+    t.slotted = Slotted(torch.ones(5), Pair(torch.zeros(1), (None, 3, "s", torch.ones(6))))
+    ws = WithSlots()
+    ws.p = torch.ones(7)  # q never set
+    t.ws = ws
+    mod = torch.nn.Linear(2, 2)
+    mod.register_buffer("running", torch.zeros(2))
+    mod.extra = {"w": mod.weight}  # a parameter under two names
+    t.mod = mod
+    t.again = t.meta  # one object under two paths
+    t.cycle = [t]
+    t.hypothesis_thing = __import__("hypothesis").strategies.just(torch.ones(9))  # a skipped module's object
+    deep = torch.ones(8)
+    for _ in range(12):
+        deep = [deep]
+    t.deep = deep  # past the depth limit
+    return t
+
+
+def test_the_fast_tensor_walk_finds_what_the_named_walk_finds_in_its_order():
+    from graphsafe.capture.statewalk import tensors, walk
+
+    t = _zoo()
+    named = [x for _, x in walk(t)]
+    assert len(named) == 12  # not the skipped module's, not the one past the depth limit
+    fast = tensors(t)
+    assert len(fast) == len(named) and all(a is b for a, b in zip(fast, named))
+
+
+def test_storages_of_keeps_one_tensor_per_storage_and_leaves_out_the_excluded():
+    from graphsafe.capture.ledger import storages_of
+
+    t = _zoo()
+    held = storages_of(t, exclude={storage_key(t.meta.a)})
+    assert storage_key(t.meta.a) not in held
+    assert held[storage_key(t.mod.weight)] is t.mod.weight
+    assert len(held) == 10  # twelve tensors: the weight's two names are one storage, one storage excluded
