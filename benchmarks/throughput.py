@@ -17,8 +17,9 @@ first-seen specialisation's compile inside a timed run).
 The bare loop is host-bound, and a shared host's speed drifts (on one H100 host the same bare loop
 measured 466 and 771 steps/s a minute apart): ``--repeat`` rounds (default 3) each time the bare loop,
 the ``worst`` check and the default check in turn, and a row keeps each one's best round (as ``timeit``
-does), every round's steps per second alongside.  The JSON records the machine (GPU, host, CUDA,
-torch, triton), the commit and the method.
+does), every round's steps per second alongside.  A second figure per row is the median of the rounds'
+ratios, each round's checks against the bare loop timed just before them (``*_median_of_rounds``).  The
+JSON records the machine (GPU, host, CUDA, torch, triton), the commit and the method.
 
     python benchmarks/throughput.py [--engine E] [--examples 200] [--steps 4] [--warm full|quick] [--repeat 3] [--only NAME...]
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import subprocess
 import time
 import warnings
@@ -121,6 +123,13 @@ def best(rounds: list[tuple[int, float]]) -> tuple[int, float]:
     return max(rounds, key=lambda r: r[0] / r[1])
 
 
+def paired_median(checked: list[tuple[int, float]], bare: list[tuple[int, float]]) -> float:
+    """The median over rounds of each round's ratio to the bare loop timed just before it: a second figure
+    beside the ratio of the best rounds, less moved by one quiet moment of a shared host (the bare loop's
+    rounds are the shortest, so its best round is the likeliest to fall in one)."""
+    return round(statistics.median((n / s) / (bn / bs) for (n, s), (bn, bs) in zip(checked, bare)), 3)
+
+
 def host() -> dict:
     """What ``_util.machine()`` leaves out: the host, the CUDA runtime, the commit measured (``$GRAPHSAFE_COMMIT``
     when set: a copy of the tree whose ``.git`` is not the tree's own, as on a lent GPU machine, names it so)."""
@@ -174,6 +183,8 @@ def main() -> None:
             "ratio": round((gn / gsec) / (bn / bs), 3), "graphsafe_ok": ok, "bare_mismatched_steps": bad,
             "default_steps": dn, "default_seconds": round(dsec, 3), "default_steps_per_s": round(dn / dsec, 1),
             "default_ratio": round((dn / dsec) / (bn / bs), 3),
+            "ratio_median_of_rounds": paired_median(worst, bare),
+            "default_ratio_median_of_rounds": paired_median(default, bare),
             "rounds_steps_per_s": {k: [round(n / s, 1) for n, s in v]
                                    for k, v in (("bare", bare), ("worst", worst), ("default", default))},
         }
@@ -181,11 +192,13 @@ def main() -> None:
         print(row, flush=True)
         _util.write(f"throughput-{eng.name}", {"engine": eng.name, "examples": a.examples, "steps": a.steps,
                                                 "warm": a.warm, "repeat": a.repeat, "run": host(), "rows": rows}, a.out)
-    print("\n| variant | bare steps/s | graphsafe steps/s (worst) | ratio | default policies steps/s | ratio |")
-    print("|---|---|---|---|---|---|")
+    print("\n| variant | bare steps/s | graphsafe steps/s (worst) | ratio | default policies steps/s | ratio "
+          "| median of the rounds' ratios (worst / default) |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} "
-              f"| {r['default_steps_per_s']} | {r['default_ratio']} |")
+              f"| {r['default_steps_per_s']} | {r['default_ratio']} "
+              f"| {r['ratio_median_of_rounds']} / {r['default_ratio_median_of_rounds']} |")
 
 
 if __name__ == "__main__":
