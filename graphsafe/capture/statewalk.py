@@ -50,11 +50,15 @@ _LEAF_TYPES = (str, bytes, int, float, bool, complex, torch.dtype, torch.device,
                types.FunctionType, types.MethodType, types.BuiltinFunctionType, type(None))
 _KINDS: dict[type, int] = {}
 _FIELDS: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}  # a dataclass's field names, listed once
+_MAX_KINDS = 4096  # types remembered at most (classes made on the fly, in tests say, are not kept alive forever)
 
 
 def _kind(tp: type) -> int:
     kind = _KINDS.get(tp)
     if kind is None:
+        if len(_KINDS) >= _MAX_KINDS:
+            _KINDS.clear()
+            _FIELDS.clear()
         if issubclass(tp, _LEAF_TYPES) or (tp.__module__ or "").startswith(_SKIP_MODULE_PREFIXES):
             kind = _LEAF
         elif issubclass(tp, dict):

@@ -183,3 +183,18 @@ def test_storages_of_keeps_one_tensor_per_storage_and_leaves_out_the_excluded():
     assert storage_key(t.meta.a) not in held
     assert held[storage_key(t.mod.weight)] is t.mod.weight
     assert len(held) == 10  # twelve tensors: the weight's two names are one storage, one storage excluded
+
+
+def test_the_walk_forgets_the_types_it_classified_past_its_bound(monkeypatch):
+    import dataclasses
+
+    from graphsafe.capture import statewalk
+
+    monkeypatch.setattr(statewalk, "_MAX_KINDS", 3)
+    statewalk._KINDS.clear()
+    made = []
+    for i in range(5):  # a class made on the fly each time, as a test's local class is
+        made.append(dataclasses.make_dataclass(f"Made{i}", [("x", object)])(torch.full((1,), float(i))))
+    found = [statewalk.tensors(m)[0].item() for m in made]
+    assert found == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert len(statewalk._KINDS) <= 3
