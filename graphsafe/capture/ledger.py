@@ -60,29 +60,30 @@ class Snapshot:
 
     def changed(self) -> set[int]:
         """The held storages whose bytes differ from the snapshot's."""
-        keys = list(self.tensors)
-        return {k for k, d in zip(keys, differ([(byte_view(self.tensors[k]), self.bytes[k]) for k in keys])) if d}
+        return differ(self.tensors, self.bytes)
 
     def restore(self, keys: Iterable[int] | None = None) -> None:
         for k in self.bytes if keys is None else keys:
             byte_view(self.tensors[k]).copy_(self.bytes[k])
 
 
-def differ(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[bool]:
-    """For pairs of byte views: does each differ (another length, or any byte)?  On a GPU the pairs of
-    equal length are counted by the verdict kernel and read at once, not one ``torch.equal`` (one
-    synchronisation) per pair."""
-    same = [a.shape == b.shape for a, b in pairs]
-    fast = [i for i, (a, b) in enumerate(pairs) if same[i] and gpu_verdict.usable(a, b)]
-    out = [not s for s in same]
+def differ(tensors: dict[int, torch.Tensor], ref: dict[int, torch.Tensor]) -> set[int]:
+    """The keys of ``tensors`` whose storage's bytes differ from ``ref[key]`` (byte copies): in length or in
+    any byte.  On a GPU the verdict kernel counts the pairs of equal length, read at once, not one
+    ``torch.equal`` (one synchronisation) per storage."""
+    out: set[int] = set()
+    fast: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+    for k, t in tensors.items():
+        a, b = byte_view(t), ref[k]
+        if a.shape != b.shape:
+            out.add(k)
+        elif gpu_verdict.usable(a, b):
+            fast.append((k, a, b))
+        elif not torch.equal(a, b):
+            out.add(k)
     if fast:
-        counts = gpu_verdict.count_bad([(pairs[i][0], pairs[i][1], 0.0, 0.0, True) for i in fast]).tolist()
-        for i, c in zip(fast, counts):
-            out[i] = c != 0
-    done = set(fast)
-    for i, (a, b) in enumerate(pairs):
-        if same[i] and i not in done:
-            out[i] = not torch.equal(a, b)
+        counts = gpu_verdict.count_bad([(a, b, 0.0, 0.0, True) for _, a, b in fast]).tolist()
+        out |= {k for (k, _, _), c in zip(fast, counts) if c}
     return out
 
 
@@ -133,8 +134,7 @@ def prepare_writes(tensors: dict[int, torch.Tensor], run_prepare: Callable[[], A
                 fill(t)
             ref = {k: byte_view(t).clone() for k, t in tensors.items()}
             run_prepare()
-            keys = list(tensors)
-            written |= {k for k, d in zip(keys, differ([(byte_view(tensors[k]), ref[k]) for k in keys])) if d}
+            written |= differ(tensors, ref)
             snap.restore()
     finally:
         snap.restore()

@@ -77,73 +77,41 @@ def _kind(tp: type) -> int:
     return kind
 
 
-def _children(obj: Any) -> Iterator[tuple[str, Step, Any]]:
-    """``(label, step, child)`` for each child of ``obj`` (a walkable object)."""
-    kind = _kind(type(obj))
+def _items(obj: Any, kind: int) -> list[tuple[Step, Any]]:
+    """``(step, child)`` for each child of ``obj`` (a walkable object of ``kind``), in walking order."""
     if kind == _DICT:
-        for k, v in obj.items():
-            yield f"[{k!r}]", (True, k), v
-    elif kind == _SEQ:
-        fields = getattr(type(obj), "_fields", None)  # namedtuple
-        for i, v in enumerate(obj):
-            yield (f".{fields[i]}", (False, fields[i]), v) if fields else (f"[{i}]", (True, i), v)
-    elif kind == _MODULE:
-        for n, p in obj.named_parameters(recurse=False):
-            yield f".{n}", (False, n), p
-        for n, b in obj.named_buffers(recurse=False):
-            yield f".{n}", (False, n), b
-        for n, m in obj.named_children():
-            yield f".{n}", (False, n), m
-        for n, v in vars(obj).items():
-            if not n.startswith("_"):
-                yield f".{n}", (False, n), v
-    elif kind == _DATACLASS:
-        names, known = _FIELDS[type(obj)]
-        for n in names:
-            yield f".{n}", (False, n), getattr(obj, n, None)
-        for n, v in getattr(obj, "__dict__", {}).items():
-            if n not in known:
-                yield f".{n}", (False, n), v
-    else:
-        d = getattr(obj, "__dict__", None)
-        if d is not None:
-            for n, v in d.items():
-                yield f".{n}", (False, n), v
-        for n in getattr(type(obj), "__slots__", ()):
-            if hasattr(obj, n):
-                yield f".{n}", (False, n), getattr(obj, n)
-
-
-def _child_values(obj: Any, kind: int) -> list[Any]:
-    """The children :func:`_children` gives, in its order, without labels and steps."""
-    if kind == _DICT:
-        return list(obj.values())
+        return [((True, k), v) for k, v in obj.items()]
     if kind == _SEQ:
-        return list(obj)
+        fields = getattr(type(obj), "_fields", None)  # namedtuple
+        return [((False, fields[i]), v) if fields else ((True, i), v) for i, v in enumerate(obj)]
     if kind == _MODULE:
-        return [*(p for _, p in obj.named_parameters(recurse=False)), *(b for _, b in obj.named_buffers(recurse=False)),
-                *(m for _, m in obj.named_children()), *(v for n, v in vars(obj).items() if not n.startswith("_"))]
+        return [*(((False, n), p) for n, p in obj.named_parameters(recurse=False)),
+                *(((False, n), b) for n, b in obj.named_buffers(recurse=False)),
+                *(((False, n), m) for n, m in obj.named_children()),
+                *(((False, n), v) for n, v in vars(obj).items() if not n.startswith("_"))]
     d = getattr(obj, "__dict__", None)
     if kind == _DATACLASS:
         names, known = _FIELDS[type(obj)]
-        out = [getattr(obj, n, None) for n in names]
+        out = [((False, n), getattr(obj, n, None)) for n in names]
         if d:
-            out += [v for n, v in d.items() if n not in known]
+            out += [((False, n), v) for n, v in d.items() if n not in known]
         return out
-    out = [] if d is None else list(d.values())
+    out = [] if d is None else [((False, n), v) for n, v in d.items()]
     for n in getattr(type(obj), "__slots__", ()):
         if hasattr(obj, n):
-            out.append(getattr(obj, n))
+            out.append(((False, n), getattr(obj, n)))
     return out
 
 
-def _walkable(obj: Any) -> bool:
-    return _kind(type(obj)) != _LEAF
+def _label(step: Step) -> str:
+    """A step as a path's text: ``[key]`` for an item, ``.name`` for an attribute."""
+    item, key = step
+    return f"[{key!r}]" if item else f".{key}"
 
 
 def tensors(root: Any) -> list[torch.Tensor]:
     """Every tensor reachable from ``root``, in :func:`walk`'s order, without paths: what the per-step
-    walks (poison, reset) need, at about half a walk's cost (no paths, no generators, types classified once)."""
+    walks (poison, reset) need, at about half a walk's cost (no paths, no generator)."""
     seen: set[int] = set()
     out: list[torch.Tensor] = []
     stack: list[tuple[Any, int]] = [(root, 0)]
@@ -159,7 +127,7 @@ def tensors(root: Any) -> list[torch.Tensor]:
         if kind == _LEAF:
             continue
         seen.add(id(obj))
-        for child in reversed(_child_values(obj, kind)):
+        for _, child in reversed(_items(obj, kind)):
             push((child, depth + 1))
     return out
 
@@ -183,16 +151,18 @@ def walk_steps(root: Any, prefix: str = "self", *, every_path: bool = False, ste
         if isinstance(obj, torch.Tensor):
             yield path, trail, obj
             continue
-        if depth > _MAX_DEPTH or not _walkable(obj) or id(obj) in (above if every_path else seen):
+        if depth > _MAX_DEPTH or id(obj) in (above if every_path else seen):
+            continue
+        kind = _kind(type(obj))
+        if kind == _LEAF:
             continue
         visits += 1
         if every_path and visits > _MAX_VISITS:
             return
         seen.add(id(obj))
         inner = above + (id(obj),) if every_path else above
-        kids = list(_children(obj))
-        for name, step, child in reversed(kids):
-            stack.append((path + name, trail + (step,) if steps else trail, child, depth + 1, inner))
+        for step, child in reversed(_items(obj, kind)):
+            stack.append((path + _label(step), trail + (step,) if steps else trail, child, depth + 1, inner))
 
 
 def walk(root: Any, prefix: str = "self") -> Iterator[tuple[str, torch.Tensor]]:
