@@ -2,6 +2,7 @@
 inside a garbage-collector callback), and then not printed as a traceback."""
 
 import contextlib
+import signal
 import sys
 import types
 
@@ -13,8 +14,9 @@ from graphsafe.frontend.cli import _InterruptLatch
 @contextlib.contextmanager
 def latch_over_a_recording_hook():
     """A latch made over a hook that records what reaches it; both undone after.  Made inside the test's
-    body: pytest may swap ``sys.unraisablehook`` for its own around each test call."""
-    before = sys.unraisablehook
+    body: pytest may swap ``sys.unraisablehook`` for its own around each test call.  Ctrl-C raises meanwhile, as
+    in a terminal: a run started in the background inherits SIGINT ignored, and then the latch hooks nothing."""
+    before, before_sigint = sys.unraisablehook, signal.signal(signal.SIGINT, signal.default_int_handler)
     seen = []
 
     def hook(info):
@@ -28,6 +30,7 @@ def latch_over_a_recording_hook():
         made.close()
         restored = sys.unraisablehook is hook
         sys.unraisablehook = before
+        signal.signal(signal.SIGINT, before_sigint)
     assert restored, "closing the latch gives the hook back"
 
 
