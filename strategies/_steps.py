@@ -40,6 +40,9 @@ def step_sequences(
     * uniform and non-uniform query lengths in one sequence (where
       ``support`` is ``ALWAYS``);
     * the identical batch twice in a row (same seed too: nondeterminism);
+    * most sequences ``max_steps`` long (a drawn boolean fills half of them
+      up; the rest as ``st.lists`` spreads them), so that a fuzzer's costs per
+      example buy more steps;
     * with ``beyond_capture=True`` and a ``capture_batch``: steps whose
       sequence lengths all lie past ``capture_batch.max_seq_len`` (and within
       ``spec.max_seq_len``).  Without a capture batch the captured worst case
@@ -90,15 +93,23 @@ def step_sequences(
         # Sometimes (a drawn boolean, shrinking to False) end the sequence with
         # a forced "larger, then smaller" pair: stale padding from the larger.
         force = top >= 2 and hi_steps >= 2 and draw(_BOOLS)
-        items = draw(_step_lists(lay.bytes, max(0 if force else 1, lo_steps - 2 * force), hi_steps - 2 * force))
+        lo_items, hi_items = max(0 if force else 1, lo_steps - 2 * force), hi_steps - 2 * force
+        items = draw(_step_lists(lay.bytes, lo_items, hi_items))
+        pair = [draw(lay.bytes), draw(lay.bytes)] if force else []
+        # Half the time (a drawn boolean, shrinking to False) fill the sequence up to ``max_steps``: a
+        # fuzzer pays its costs per example (drawing, a fresh eager instance, a reset) once for all the
+        # steps of a sequence, and a list alone stops short of its maximum more often than not.  The
+        # extra steps are drawn last, so that shrinking drops them whole; they replay before the pair.
+        if len(items) < hi_items and draw(_BOOLS):
+            items += draw(_step_lists(lay.bytes, hi_items - len(items), hi_items - len(items)))
         out: list[Batch] = []
         for item in items:
             repeat, batch = step(item)
             # "the same batch again" (the flag byte); with nothing before it, the fresh one.
             out.append(out[-1] if repeat and out else batch)
         if force:
-            big = step(draw(lay.bytes), 2)[1]
-            out += [big, step(draw(lay.bytes), 1, big.num_reqs - 1)[1]]
+            big = step(pair[0], 2)[1]
+            out += [big, step(pair[1], 1, big.num_reqs - 1)[1]]
         return out
 
     return _steps()

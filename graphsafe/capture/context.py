@@ -127,9 +127,11 @@ class StepContext:
             self.graph.poison_views = float_bytes(self.graph.outputs)
         return self.graph.poison_views
 
-    def replay_live(self, fill: Any = None) -> list[torch.Tensor]:
+    def replay_live(self, fill: Any = None, *, wait: bool = True) -> list[torch.Tensor]:
         """Replay the graph over this step's prepared buffers (outputs NaN-filled first, or ``fill``)
-        and return copies of its live rows."""
+        and return copies of its live rows.  ``wait=False`` returns without waiting for the device (the
+        copies are ordered after the replay on its stream): the caller must then call the engine's
+        ``synchronize()`` before the step ends, which is when the replay counts as finished."""
         outs = self.graph.outputs
         if fill is None:
             poison_bytes(self._output_bytes())
@@ -137,5 +139,6 @@ class StepContext:
             for t in outs:
                 t.fill_(fill if t.dtype.is_floating_point else int(fill))
         self.graph.replay()
-        self.engine.synchronize()
+        if wait:
+            self.engine.synchronize()
         return [t.clone() for t in live_rows(self.session.target, self.graph.returned, self.padded_batch)]

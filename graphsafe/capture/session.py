@@ -92,7 +92,7 @@ class CaptureSession:
         self.infos: dict[int, CaptureInfo] = {}
         self.notes: list[str] = []
         self.capture_error: CaptureContext | None = None
-        self._reset_held: dict[int, torch.Tensor] | None = None  # storages reset() found, for the first poison()
+        self._poisoned = False  # reset() has poisoned: the example's first poison() has nothing to do
         self.constant_paths: dict[str, torch.Tensor] = {}  # attribute path -> a constant buffer
         # what warm-ups learned of kernel writes; learning clones every argument of every warm-up launch, so
         # sessions after the first reuse what the first one learned.  Within a session every size uses what
@@ -224,19 +224,27 @@ class CaptureSession:
         raise LookupError(f"no captured size holds {num_reqs} requests (captured: {sorted(self.graphs)})")
 
     def reset(self, seed: int) -> None:
-        """Back to the post-capture buffers, static tensors re-randomised from ``seed``.  The example's first
-        :meth:`poison` follows with no call of the target between: it poisons the storages found here."""
+        """Back to the state before an example's first step: the post-capture buffers, static tensors
+        re-randomised from ``seed``, and the buffers :meth:`poison` fills NaN-filled.  Those are not
+        restored first (the NaN overwrites every byte), and the example's first :meth:`poison` has nothing
+        left to do: no call of the target comes between."""
         held = storages_of(self.target, self.static_keys)
-        self._post.restore_into(held)
+        filled = self._poisonable(held)
+        self._post.restore_into({k: t for k, t in held.items() if k not in filled})
         randomise_static(self.target, seed)
-        self._reset_held = held
+        poison_floats(filled.values())
+        self._poisoned = True
 
     def poison(self) -> None:
         """NaN-fill every floating buffer of the graph instance but static tensors and constants."""
-        held, self._reset_held = self._reset_held, None  # (tensors are not held past this: a freed one must go)
-        if held is None:
-            held = storages_of(self.target, self.static_keys)
-        poison_floats(t for k, t in held.items() if k not in self.unpoisoned)
+        if self._poisoned:  # reset() just did
+            self._poisoned = False
+            return
+        poison_floats(self._poisonable(storages_of(self.target, self.static_keys)).values())
+
+    def _poisonable(self, held: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
+        """The storages among ``held`` that :meth:`poison` fills: floating, neither static nor a constant."""
+        return {k: t for k, t in held.items() if k not in self.unpoisoned and t.dtype.is_floating_point}
 
     def close(self) -> None:
         """Drop the graphs and the target instance now (a drawn capture's, before the next example's is made)."""
@@ -244,5 +252,4 @@ class CaptureSession:
         self.infos.clear()
         self.constant_paths = {}
         self._post = None
-        self._reset_held = None
         self.target = None

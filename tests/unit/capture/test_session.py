@@ -17,8 +17,19 @@ class WithIndex(S.Safe):
         self.index = torch.arange(spec.max_reqs, dtype=torch.int32, device=device)
 
 
-def session() -> CaptureSession:
-    return CaptureSession(WithIndex, S.SPEC, get_engine("emulate"), (1, 2, 4))
+class ReadsTheIndex(WithIndex):
+    """The same, its graph reading the integer buffer too."""
+
+    def forward(self):
+        return super().forward().add_(self.index[0])
+
+
+def session(cls: type = WithIndex) -> CaptureSession:
+    return CaptureSession(cls, S.SPEC, get_engine("emulate"), (1, 2, 4))
+
+
+def all_ones(t: torch.Tensor) -> bool:
+    return bool((byte_view(t) == 255).all())
 
 
 def test_poison_fills_every_floating_buffer_but_the_static_ones_with_all_ones_bytes():
@@ -27,19 +38,38 @@ def test_poison_fills_every_floating_buffer_but_the_static_ones_with_all_ones_by
     w = g.w.clone()
     s.poison()
     for t in (g.x, g.lens, g.out):
-        assert bool((byte_view(t) == 255).all())
+        assert all_ones(t)
     assert torch.equal(g.w, w), "static tensors are not poisoned"
     assert g.index.tolist() == list(range(S.SPEC.max_reqs)), "integer buffers are not poisoned"
 
 
-def test_reset_gives_back_the_post_capture_buffers_and_reseeds_the_static_ones():
+def test_reset_gives_back_the_post_capture_bytes_of_the_buffers_the_poison_leaves_alone():
+    s = session(ReadsTheIndex)
+    g = s.target
+    after_capture = g.index.clone()
+    g.index.fill_(7)  # as a prepare() would
+    s.reset(seed=3)
+    assert torch.equal(g.index, after_capture)
+
+
+def test_reset_leaves_the_floating_buffers_poisoned_as_the_first_step_needs_them():
+    s = session(ReadsTheIndex)
+    g = s.target
+    g.x.zero_()
+    s.reset(seed=3)
+    for t in (g.x, g.lens, g.out):
+        assert all_ones(t)
+    g.x.zero_()
+    s.poison()  # the example's first step: reset() poisoned already, nothing ran between
+    assert not all_ones(g.x)
+    s.poison()  # every later step poisons again
+    assert all_ones(g.x)
+
+
+def test_reset_reseeds_the_static_buffers():
     s = session()
     g = s.target
-    after_capture = {n: getattr(g, n).clone() for n in ("x", "lens", "out")}
-    s.poison()
     s.reset(seed=3)
-    for n, t in after_capture.items():  # the buffers the graphs read
-        assert torch.equal(byte_view(getattr(g, n)), byte_view(t)), n
     w3 = g.w.clone()
     s.reset(seed=4)
     assert not torch.equal(g.w, w3)

@@ -293,6 +293,19 @@ def test_reaches_identical_consecutive_batches():
     reach(step_sequences(SPEC), lambda steps: any(a == b for a, b in zip(steps, steps[1:])))
 
 
+def test_step_sequences_run_to_max_steps_in_more_than_half_the_examples():
+    lengths = []
+
+    @SHRINK
+    @given(step_sequences(SPEC, max_steps=4))
+    def draw_lengths(steps):
+        lengths.append(len(steps))
+
+    draw_lengths()
+    full = sum(n == 4 for n in lengths) / len(lengths)
+    assert full > 0.5, f"{full:.2f} of {len(lengths)} sequences were 4 steps long"
+
+
 def test_reaches_uniform_and_non_uniform_batches_in_one_sequence_under_always():
     reach(
         step_sequences(SPEC, support=Support.ALWAYS),
@@ -334,6 +347,12 @@ def test_batches_needing_a_long_sequence_shrink_to_one_request():
 
 def test_step_sequences_shrink_to_a_single_minimal_step():
     assert shrunk(step_sequences(SPEC), lambda steps: True) == [SIMPLEST]
+
+
+def test_step_sequences_needing_three_steps_shrink_to_three_single_token_steps():
+    steps = shrunk(step_sequences(SPEC, max_steps=4), lambda steps: len(steps) >= 3)
+    assert len(steps) == 3  # not max_steps: the steps that fill a sequence up shrink away
+    assert all(set(b.query_lens) == {1} and b.seq_lens == b.query_lens and b.seed == 0 for b in steps)
 
 
 def test_step_sequences_shrink_to_seed_1_when_the_capture_used_seed_0():
