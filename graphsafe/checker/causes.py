@@ -60,7 +60,9 @@ def _evidence(f: Finding) -> dict:
 
 
 def _merge(group: list[Finding]) -> Finding:
-    group = sorted(group, key=lambda f: (_rank(f), f.examples_to_find or 1 << 30))
+    # a finding that names the cause leads; a symptom that joined it is evidence, whatever its kind's rank (a
+    # race no buffer carries is what stale padding can look like on a GPU: two writes to one stale slot)
+    group = sorted(group, key=lambda f: (_symptom(f), _rank(f), f.examples_to_find or 1 << 30))
     head = group[0]
     seen = {(head.kind, head.where)}
     for other in group[1:]:

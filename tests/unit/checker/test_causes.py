@@ -32,6 +32,14 @@ def test_a_symptom_joins_the_cause_it_shows():
     assert one.details["evidence"][0]["kind"] == "output-not-written"
 
 
+def test_a_symptom_of_a_higher_ranked_kind_joins_the_cause_as_evidence_and_does_not_lead():
+    stale = finding(FindingKind.STALE_PADDING, "self.slot_mapping", "buffer:self.slot_mapping", examples=4)
+    race = finding(FindingKind.NONDETERMINISTIC_REPLAY, "output[0]", "output:output[0]", examples=2)
+    [one] = group_by_cause([race, stale])
+    assert (one.kind, one.where) == (FindingKind.STALE_PADDING, "self.slot_mapping")
+    assert one.details["evidence"][0]["kind"] == "nondeterministic-replay"
+
+
 def test_symptoms_without_a_cause_are_kept():
     unwritten = finding(FindingKind.OUTPUT_NOT_WRITTEN, "output[0]", "output:output[0]")
     assert group_by_cause([unwritten]) == [unwritten]
