@@ -130,8 +130,9 @@ class StepContext:
     def replay_live(self, fill: Any = None, *, wait: bool = True) -> list[torch.Tensor]:
         """Replay the graph over this step's prepared buffers (outputs NaN-filled first, or ``fill``)
         and return copies of its live rows.  ``wait=False`` returns without waiting for the device (the
-        copies are ordered after the replay on its stream): the caller must then call the engine's
-        ``synchronize()`` before the step ends, which is when the replay counts as finished."""
+        copies are ordered after the replay on its stream): for a replay followed by another of the same
+        graph, with only the graph instance's own device work between; the later one's wait (the engine's
+        ``synchronize()``) is when both count as finished."""
         outs = self.graph.outputs
         if fill is None:
             poison_bytes(self._output_bytes())

@@ -78,7 +78,7 @@ class ExampleRunner:
         except Exception as e:
             if not self.engine.healthy():  # a device fault of an earlier launch (a replay), not the target's error
                 raise self._fault(e, plan, self.steps_run - before) from e
-            replay_clock.replay_done()  # healthy() waited for the device: a replay the step left running is over
+            replay_clock.replay_done()  # healthy() waited for the device: a replay left unwaited for is over
             err = as_target_failure(e, "checking the target's state")  # out of memory: a target error too
             if err is None:
                 raise
@@ -177,13 +177,13 @@ class ExampleRunner:
             for probe in at_stage("step"):
                 f = probe.run(ctx)
                 if f is not None:  # explained: reported, or the check does not report this kind
-                    self.engine.synchronize()  # a replay the probe left running is over
                     return self._finish(f, probe.name, ctx) if probe.name in self.enabled else None
-            # The replay runs on while the host does the eager side; the step waits once, after its
-            # comparison.  A device fault of the replay (an illegal address, a trap) may then surface in
-            # the eager prepare() or forward(): run() asks the engine whether the device is still healthy
-            # before it blames the target.
-            live_g = ctx.replayed if ctx.replayed is not None else ctx.replay_live(wait=False)
+            # Wait for the replay here, although the clones and the eager run would queue behind it: a
+            # device fault (an illegal address, a trap) then surfaces in the replay, not in the target's
+            # eager prepare() where it would pass for the target's own error; and nothing the graph
+            # instance queued (a non-blocking copy from a pinned host buffer) is still pending when the
+            # eager instance's prepare() writes host memory the two may share (a module-level buffer).
+            live_g = ctx.replayed if ctx.replayed is not None else ctx.replay_live()
 
             call_target("prepare(batch) [eager]", eager.prepare, batch)
             out_e = call_target("forward() [eager]", eager.forward)
@@ -195,7 +195,6 @@ class ExampleRunner:
             static_g, static_e = static_dict(g), static_dict(eager)
             ctx.graph_live, ctx.eager_live, ctx.graph_static, ctx.eager_static = live_g, live_e, static_g, static_e
             mism = self.comparator.step(live_g, live_e, static_g, static_e, batch, region)
-            self.engine.synchronize()  # the step's replays are over (idle by now: the comparison read its verdicts)
             if mism:
                 f = self._diagnosed(ctx, mism)
                 if f is not _GOES_ON:

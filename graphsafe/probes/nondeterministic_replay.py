@@ -27,9 +27,9 @@ def run(ctx: StepContext) -> Finding | None:
     if ctx.step_index != 0:
         return None
     saved = SavedStatics(static_dict(ctx.session.target), ctx.seed, ctx.region, ctx.comparator.paged)
-    first = ctx.replay_live(wait=False)  # the step waits once, after its comparison
+    first = ctx.replay_live(wait=False)  # only the graph instance's own work runs before the second, waited for
     saved.restore()
-    second = ctx.replay_live(wait=False)
+    second = ctx.replay_live()
     ctx.replayed = second
     if identical(first, second):  # the usual answer, for a fraction of the comparison's cost
         return None
