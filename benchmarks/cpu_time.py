@@ -38,10 +38,11 @@ def _git(*args: str, cwd: Path = ROOT) -> str:
 
 
 def reference_names() -> list[str]:
-    """The reference variants ``graphsafe list`` prints, without mla_indexer's."""
-    out = subprocess.run([sys.executable, "-m", "graphsafe", "list"], cwd=ROOT, check=True, capture_output=True,
-                         text=True).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip() and not line.startswith("mla_indexer")]
+    """The reference variants (``graphsafe list``'s first group; the FlashInfer targets it lists after them
+    are not in the base commit), without mla_indexer's."""
+    from graphsafe import reference
+
+    return [name for name in reference.names() if not name.startswith("mla_indexer")]
 
 
 def _env(tree: Path, db: str) -> dict:
