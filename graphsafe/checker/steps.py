@@ -78,7 +78,6 @@ class ExampleRunner:
         except Exception as e:
             if not self.engine.healthy():  # a device fault of an earlier launch (a replay), not the target's error
                 raise self._fault(e, plan, self.steps_run - before) from e
-            replay_clock.replay_done()  # healthy() waited for the device: a replay left unwaited for is over
             err = as_target_failure(e, "checking the target's state")  # out of memory: a target error too
             if err is None:
                 raise

@@ -77,3 +77,26 @@ def test_a_plain_item_in_capture_is_stopped_before_cuda_sees_it(cuda_engine):
     with pytest.raises(CaptureError, match="_local_scalar_dense"):
         cuda_engine.capture(lambda: x + x.sum().item(), pool=cuda_engine.new_pool())
     assert cuda_engine.healthy()  # the recorder raised before the driver saw a host read
+
+
+@pytest.fixture
+def installed_clock():
+    """A hang-watch clock installed for the test, as a sandbox child does; uninstalled after."""
+    import ctypes
+    from multiprocessing.sharedctypes import RawArray
+
+    from graphsafe.engines import replay_clock
+
+    clock = replay_clock.Clock(RawArray(ctypes.c_double, replay_clock.NUMBERS), RawArray(ctypes.c_char, 64))
+    replay_clock.install(clock)
+    yield clock
+    replay_clock.install(None)
+
+
+def test_healthy_ends_a_replay_left_unwaited_on_the_hang_clock(cuda_engine, installed_clock):
+    from graphsafe.engines import replay_clock
+
+    replay_clock.replay_started(4)  # a replay launched and not yet waited for
+    assert installed_clock.overdue(now=1e12) is not None
+    assert cuda_engine.healthy()
+    assert installed_clock.overdue(now=1e12) is None, "healthy() waited for the device: the replay is over"
