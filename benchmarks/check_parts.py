@@ -18,12 +18,12 @@ import time
 from collections import defaultdict
 
 import _util  # noqa: F401
-
 import torch
 
 import graphsafe
 from graphsafe import probes
-from graphsafe.capture import compare, session as session_mod
+from graphsafe.capture import compare
+from graphsafe.capture import session as session_mod
 from graphsafe.capture.context import StepContext
 from graphsafe.checker import api, resolve_target, steps
 from graphsafe.engines import get_engine
@@ -41,6 +41,7 @@ def _timed(label, fn):
         finally:
             TIMES[label] += time.perf_counter() - t
             CALLS[label] += 1
+
     return wrapper
 
 
@@ -50,6 +51,7 @@ def _wrap(owner, attr, label):
 
 def _by_method(fn):
     """``call_target`` timed per target method (its first argument names it)."""
+
     def wrapper(method, f, *a):
         t = time.perf_counter()
         try:
@@ -57,6 +59,7 @@ def _by_method(fn):
         finally:
             TIMES["target: " + method] += time.perf_counter() - t
             CALLS["target: " + method] += 1
+
     return wrapper
 
 
@@ -164,8 +167,9 @@ def main() -> None:
 
     eng = get_engine(a.engine)
     kw = {"capture": tuple(a.capture)} if a.capture else {}
-    run = functools.partial(graphsafe.check, a.name, engine=a.engine, examples=a.examples, steps=a.steps,
-                            database=False, seed=0, **kw)
+    run = functools.partial(
+        graphsafe.check, a.name, engine=a.engine, examples=a.examples, steps=a.steps, database=False, seed=0, **kw
+    )
     run()  # compiles what the timed run meets
     instrument(eng)
     instrument_hypothesis()
@@ -179,7 +183,9 @@ def main() -> None:
     CALLS.clear()
     throughput.bare_loop(cls, spec, eng, plans)
     n, s, _ = throughput.bare_loop(cls, spec, eng, plans)
-    print(f"\n{a.name} bare loop: {n} steps in {s:.3f} s = {n / s:.1f} steps/s (on {torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'})")
+    print(
+        f"\n{a.name} bare loop: {n} steps in {s:.3f} s = {n / s:.1f} steps/s (on {torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'})"
+    )
 
 
 if __name__ == "__main__":

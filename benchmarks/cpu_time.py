@@ -53,15 +53,33 @@ def _env(tree: Path, db: str) -> dict:
 
 def imported_from(tree: Path) -> str:
     """Where ``graphsafe`` is imported from when run in ``tree`` (must be ``tree`` itself)."""
-    return subprocess.run([sys.executable, "-c", "import graphsafe; print(graphsafe.__file__)"], cwd=tree,
-                          env=_env(tree, tempfile.gettempdir()), check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", "import graphsafe; print(graphsafe.__file__)"],
+        cwd=tree,
+        env=_env(tree, tempfile.gettempdir()),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def run_check(tree: Path, names: list[str], examples: int, seed: int) -> dict:
     """One ``graphsafe check`` over ``names`` in ``tree``: wall seconds, verdicts, per-target seconds."""
     with tempfile.TemporaryDirectory(prefix="graphsafe-db-") as db:
-        cmd = [sys.executable, "-m", "graphsafe", "check", *names, "--engine", "emulate", "--examples", str(examples),
-               "--seed", str(seed), "--expected"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "graphsafe",
+            "check",
+            *names,
+            "--engine",
+            "emulate",
+            "--examples",
+            str(examples),
+            "--seed",
+            str(seed),
+            "--expected",
+        ]
         t0 = time.perf_counter()
         p = subprocess.run(cmd, cwd=tree, env=_env(tree, db), capture_output=True, text=True)
         wall = time.perf_counter() - t0
@@ -75,8 +93,13 @@ def run_check(tree: Path, names: list[str], examples: int, seed: int) -> dict:
     if set(verdicts) != set(names):
         sys.stderr.write(p.stderr[-4000:])
         raise SystemExit(f"{tree}: no verdict for {sorted(set(names) - set(verdicts))} (exit {p.returncode})")
-    return {"wall_seconds": round(wall, 2), "exit": p.returncode, "expected": summary.strip(), "verdicts": verdicts,
-            "target_seconds": seconds}
+    return {
+        "wall_seconds": round(wall, 2),
+        "exit": p.returncode,
+        "expected": summary.strip(),
+        "verdicts": verdicts,
+        "target_seconds": seconds,
+    }
 
 
 def main() -> None:
@@ -103,7 +126,7 @@ def main() -> None:
                 raise SystemExit(f"{side}: graphsafe imports from {where}, not from {t}")
         runs: dict[str, list[dict]] = {"base": [], "head": []}
         for r in range(a.rounds):
-            for side in (("base", "head") if r % 2 == 0 else ("head", "base")):
+            for side in ("base", "head") if r % 2 == 0 else ("head", "base"):
                 res = run_check(trees[side], names, a.examples, a.seed)
                 runs[side].append(res)
                 print(f"round {r + 1} {side}: {res['wall_seconds']} s, {res['expected']}", flush=True)
@@ -111,22 +134,38 @@ def main() -> None:
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
         subprocess.run(["git", "worktree", "prune"], cwd=ROOT, capture_output=True)
         subprocess.run(["rm", "-rf", str(tmp)])
-    differ = {n: {side: runs[side][i]["verdicts"][n] for side in runs}
-              for i in range(a.rounds) for n in names if runs["base"][i]["verdicts"][n] != runs["head"][i]["verdicts"][n]}
+    differ = {
+        n: {side: runs[side][i]["verdicts"][n] for side in runs}
+        for i in range(a.rounds)
+        for n in names
+        if runs["base"][i]["verdicts"][n] != runs["head"][i]["verdicts"][n]
+    }
     base_s = round(statistics.median(x["wall_seconds"] for x in runs["base"]), 2)
     head_s = round(statistics.median(x["wall_seconds"] for x in runs["head"]), 2)
     data = {
         "command": f"python -m graphsafe check NAMES --engine emulate --examples {a.examples} --seed {a.seed} --expected",
-        "names": names, "base_commit": base, "head_commit": head, "head_dirty": dirty, "rounds": a.rounds,
-        "base_seconds": base_s, "head_seconds": head_s, "ratio": round(head_s / base_s, 3),
-        "same_verdicts": not differ, "differing_verdicts": differ, "runs": runs,
+        "names": names,
+        "base_commit": base,
+        "head_commit": head,
+        "head_dirty": dirty,
+        "rounds": a.rounds,
+        "base_seconds": base_s,
+        "head_seconds": head_s,
+        "ratio": round(head_s / base_s, 3),
+        "same_verdicts": not differ,
+        "differing_verdicts": differ,
+        "runs": runs,
     }
     _util.write("cpu-time", data, a.out)
-    print(f"\nbase {base[:7]}: {base_s} s; this tree {head[:7]}{'+' if dirty else ''}: {head_s} s; "
-          f"ratio {data['ratio']}; verdicts {'the same' if not differ else 'DIFFER: ' + repr(differ)}")
+    print(
+        f"\nbase {base[:7]}: {base_s} s; this tree {head[:7]}{'+' if dirty else ''}: {head_s} s; "
+        f"ratio {data['ratio']}; verdicts {'the same' if not differ else 'DIFFER: ' + repr(differ)}"
+    )
     for n in names:
-        print(f"  {n:36s} base {runs['base'][0]['target_seconds'][n]:7.1f}s  head {runs['head'][0]['target_seconds'][n]:7.1f}s"
-              f"  {runs['head'][0]['verdicts'][n]}")
+        print(
+            f"  {n:36s} base {runs['base'][0]['target_seconds'][n]:7.1f}s  head {runs['head'][0]['target_seconds'][n]:7.1f}s"
+            f"  {runs['head'][0]['verdicts'][n]}"
+        )
     if differ:
         raise SystemExit(1)
 

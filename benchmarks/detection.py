@@ -44,16 +44,29 @@ def targets(suite: str) -> list[tuple[str, str, type, frozenset[str]]]:
 def check(cls: type, engine: str, examples: int, seed: int) -> tuple[set[str], list[dict], float]:
     t = time.perf_counter()
     r = graphsafe.check(cls, engine=engine, examples=examples, database=False, seed=seed)
-    found = [{"kind": f.kind.value, "where": f.where, "message": f.message,
-              "capture_policy": f.details.get("capture_policy"), "examples_to_find": f.examples_to_find}
-             for f in r.errors]
+    found = [
+        {
+            "kind": f.kind.value,
+            "where": f.where,
+            "message": f.message,
+            "capture_policy": f.details.get("capture_policy"),
+            "examples_to_find": f.examples_to_find,
+        }
+        for f in r.errors
+    ]
     return set(r.kinds), found, time.perf_counter() - t
 
 
 def run(a: argparse.Namespace) -> dict:
     eng = graphsafe.engines.get_engine(a.engine)
-    meta = {"engine": eng.name, "suite": a.suite, "seeds": a.seeds, "examples": a.examples,
-            "fixed_examples": a.fixed_examples, "rate_seeds": a.rate_seeds}
+    meta = {
+        "engine": eng.name,
+        "suite": a.suite,
+        "seeds": a.seeds,
+        "examples": a.examples,
+        "fixed_examples": a.fixed_examples,
+        "rate_seeds": a.rate_seeds,
+    }
     rows = []
     capture_dependent = {hazards.label(c) for c in hazards.CAPTURE_DEPENDENT} | {"triton_mla:capture_max_seq_len"}
     for suite, name, cls, expected in targets(a.suite):
@@ -61,8 +74,17 @@ def run(a: argparse.Namespace) -> dict:
             continue
         if not expected:
             kinds, found, secs = check(cls, a.engine, a.fixed_examples, 0)
-            rows.append({"suite": suite, "target": name, "expected": [], "kinds": sorted(kinds), "ok": not kinds,
-                         "found": found, "seconds": round(secs, 2)})
+            rows.append(
+                {
+                    "suite": suite,
+                    "target": name,
+                    "expected": [],
+                    "kinds": sorted(kinds),
+                    "ok": not kinds,
+                    "found": found,
+                    "seconds": round(secs, 2),
+                }
+            )
         else:
             seeds = a.rate_seeds if name in capture_dependent else a.seeds
             per = []
@@ -72,16 +94,28 @@ def run(a: argparse.Namespace) -> dict:
             hit = [p for p in per if expected <= set(p["kinds"])]
             exact = [p for p in per if set(p["kinds"]) == expected]
             steps = [f["examples_to_find"] for p in hit for f in p["found"] if f["kind"] in expected]
-            rows.append({
-                "suite": suite, "target": name, "expected": sorted(expected), "capture_dependent": name in capture_dependent,
-                "kinds": sorted({k for p in per for k in p["kinds"]}),
-                "recall": len(hit) / len(per), "precision": len(exact) / len(per), "ok": len(exact) == len(per),
-                "median_examples": statistics.median(steps) if steps else None, "seeds": per,
-            })
+            rows.append(
+                {
+                    "suite": suite,
+                    "target": name,
+                    "expected": sorted(expected),
+                    "capture_dependent": name in capture_dependent,
+                    "kinds": sorted({k for p in per for k in p["kinds"]}),
+                    "recall": len(hit) / len(per),
+                    "precision": len(exact) / len(per),
+                    "ok": len(exact) == len(per),
+                    "median_examples": statistics.median(steps) if steps else None,
+                    "seeds": per,
+                }
+            )
         row = rows[-1]
-        print(f"{name:40s} expected={','.join(row['expected']) or 'none':24s} got={','.join(row['kinds']) or 'none':40s} "
-              + (f"recall={row['recall']:.2f} precision={row['precision']:.2f}" if row["expected"] else f"ok={row['ok']}"),
-              flush=True)
+        print(
+            f"{name:40s} expected={','.join(row['expected']) or 'none':24s} got={','.join(row['kinds']) or 'none':40s} "
+            + (
+                f"recall={row['recall']:.2f} precision={row['precision']:.2f}" if row["expected"] else f"ok={row['ok']}"
+            ),
+            flush=True,
+        )
         _util.write(f"detection-{eng.name}", {**meta, "rows": rows}, a.out)  # a cut-off run keeps its rows
     return {**meta, "rows": rows, "summary": summary(rows)}
 
@@ -108,8 +142,11 @@ def summary(rows: list[dict]) -> dict:
         "buggy": len(buggy),
         "recall": sum(r["recall"] == 1 for r in buggy),  # targets found in every seed
         "precision": sum(r["precision"] == 1 for r in buggy),  # targets with exactly the expected kinds, every seed
-        "safe": len(safe), "false_positives": sum(not r["ok"] for r in safe),
-        "capture_dependent_rates": {r["target"]: f"{round(r['recall'] * len(r['seeds']))}/{len(r['seeds'])}" for r in dep},
+        "safe": len(safe),
+        "false_positives": sum(not r["ok"] for r in safe),
+        "capture_dependent_rates": {
+            r["target"]: f"{round(r['recall'] * len(r['seeds']))}/{len(r['seeds'])}" for r in dep
+        },
     }
 
 
@@ -134,14 +171,20 @@ def table(data: dict) -> list[str]:
     s = data["summary"]
     rm = s.get("replay_mismatch") or replay_mismatches(data["rows"], data.get("suite", "reference"))
     per = ", ".join(f"{k} {v['replay_mismatch']}/{v['findings']}" for k, v in rm.items() if k != "all")
-    lines = [f"recall {s['recall']}/{s['buggy']}, precision {s['precision']}/{s['buggy']}, false positives "
-             f"{s['false_positives']}/{s['safe']}, capture-dependent hazards found in {s['capture_dependent_rates']}",
-             f"replay-mismatch: {rm['all']['replay_mismatch']} of {rm['all']['findings']} findings ({per})",
-             "", "| target | expected | found | recall | precision |", "|---|---|---|---|---|"]
+    lines = [
+        f"recall {s['recall']}/{s['buggy']}, precision {s['precision']}/{s['buggy']}, false positives "
+        f"{s['false_positives']}/{s['safe']}, capture-dependent hazards found in {s['capture_dependent_rates']}",
+        f"replay-mismatch: {rm['all']['replay_mismatch']} of {rm['all']['findings']} findings ({per})",
+        "",
+        "| target | expected | found | recall | precision |",
+        "|---|---|---|---|---|",
+    ]
     for r in data["rows"]:
         found = ", ".join(r["kinds"]) or "none"
         if r["expected"]:
-            lines.append(f"| {r['target']} | {', '.join(r['expected'])} | {found} | {r['recall']:.2f} | {r['precision']:.2f} |")
+            lines.append(
+                f"| {r['target']} | {', '.join(r['expected'])} | {found} | {r['recall']:.2f} | {r['precision']:.2f} |"
+            )
         else:
             lines.append(f"| {r['target']} | none | {found} | - | - |")
     return lines

@@ -1,12 +1,11 @@
 """The core tests' synthetic targets on every available engine: finding kind per engine.
 
-    python benchmarks/engine_table.py   (prints a markdown table; CUDA column only on a GPU)
+python benchmarks/engine_table.py   (prints a markdown table; CUDA column only on a GPU)
 """
 
 from __future__ import annotations
 
 import _util  # noqa: F401
-
 import torch
 
 import graphsafe

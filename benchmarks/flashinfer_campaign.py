@@ -26,7 +26,6 @@ import graphsafe
 from graphsafe import flashinfer as fi
 from graphsafe.flashinfer.library import load, version
 
-
 GROUPS = {"safe": fi.SAFE, "buggy": fi.BUGGY}
 
 
@@ -42,27 +41,57 @@ def classes(library: str) -> dict[str, type]:
 def check_one(cls: type, engine: str, examples: int, seed: int, report_dir: str | None, timeout: float) -> dict:
     t = time.perf_counter()
     try:
-        r = graphsafe.check(cls, engine=engine, examples=examples, seed=seed, database=False, isolate="target",
-                            timeout=timeout, report_dir=report_dir, device="cpu" if engine == "emulate" else None)
+        r = graphsafe.check(
+            cls,
+            engine=engine,
+            examples=examples,
+            seed=seed,
+            database=False,
+            isolate="target",
+            timeout=timeout,
+            report_dir=report_dir,
+            device="cpu" if engine == "emulate" else None,
+        )
     except graphsafe.GraphsafeError as e:
         return {"kinds": [f"error:{type(e).__name__}"], "message": e.message, "seconds": time.perf_counter() - t}
     except Exception as e:  # noqa: BLE001 - the campaign goes on; the row says what happened
-        return {"kinds": [f"error:{type(e).__name__}"], "message": traceback.format_exc(),
-                "seconds": time.perf_counter() - t}
-    findings = [{"kind": f.kind.value, "severity": f.severity, "where": f.where, "message": f.message,
-                 "capture_policy": f.details.get("capture_policy"), "examples_to_find": f.examples_to_find,
-                 "report": str(Path(f.report_dir) / "repro.py") if f.report_dir else None}
-                for f in r.findings]
-    return {"kinds": sorted(r.kinds), "findings": findings, "examples": r.examples, "calls": r.calls,
-            "seconds": time.perf_counter() - t, "notes": r.notes}
+        return {
+            "kinds": [f"error:{type(e).__name__}"],
+            "message": traceback.format_exc(),
+            "seconds": time.perf_counter() - t,
+        }
+    findings = [
+        {
+            "kind": f.kind.value,
+            "severity": f.severity,
+            "where": f.where,
+            "message": f.message,
+            "capture_policy": f.details.get("capture_policy"),
+            "examples_to_find": f.examples_to_find,
+            "report": str(Path(f.report_dir) / "repro.py") if f.report_dir else None,
+        }
+        for f in r.findings
+    ]
+    return {
+        "kinds": sorted(r.kinds),
+        "findings": findings,
+        "examples": r.examples,
+        "calls": r.calls,
+        "seconds": time.perf_counter() - t,
+        "notes": r.notes,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=200)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--only", nargs="*", default=None,
-                    help="target names; 'safe' or 'buggy' for the documented-usage targets or the buggy variants")
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="target names; 'safe' or 'buggy' for the documented-usage targets or the buggy variants",
+    )
     ap.add_argument("--library", choices=("flashinfer", "standin"), default="flashinfer")
     ap.add_argument("--report-dir", default=None)
     ap.add_argument("--timeout", type=float, default=600.0)
@@ -74,25 +103,47 @@ def main() -> None:
     rows: list[dict] = []
 
     def save() -> None:  # after every target: a campaign stopped by a time limit keeps what it did
-        _util.write(f"flashinfer-{engine}", {"flashinfer": version(lib), "library": a.library, "engine": engine,
-                                             "seeds": a.seeds, "capture": "explore", "rows": rows}, a.out)
+        _util.write(
+            f"flashinfer-{engine}",
+            {
+                "flashinfer": version(lib),
+                "library": a.library,
+                "engine": engine,
+                "seeds": a.seeds,
+                "capture": "explore",
+                "rows": rows,
+            },
+            a.out,
+        )
 
     for name, cls in classes(a.library).items():
         if only and name not in only:
             continue
         runs = [check_one(cls, engine, a.examples, seed, a.report_dir, a.timeout) for seed in a.seeds]
-        row = {"target": name, "wrapper": cls.WRAPPER, "expected": [cls.expected] if cls.expected else [],
-               "found": [r["kinds"] for r in runs], "examples": a.examples, "seconds": [round(r["seconds"], 2) for r in runs],
-               "repro": sorted({f["report"] for r in runs for f in r.get("findings", []) if f.get("report")}),
-               "runs": runs}
+        row = {
+            "target": name,
+            "wrapper": cls.WRAPPER,
+            "expected": [cls.expected] if cls.expected else [],
+            "found": [r["kinds"] for r in runs],
+            "examples": a.examples,
+            "seconds": [round(r["seconds"], 2) for r in runs],
+            "repro": sorted({f["report"] for r in runs for f in r.get("findings", []) if f.get("report")}),
+            "runs": runs,
+        }
         row["exact"] = all(set(k) == set(row["expected"]) for k in row["found"])
         rows.append(row)
-        print(f"{name:40s} expected {row['expected']!s:24s} found {row['found']} "
-              f"{'ok' if row['exact'] else 'DIFFERS'} ({sum(row['seconds']):.0f}s)", flush=True)
+        print(
+            f"{name:40s} expected {row['expected']!s:24s} found {row['found']} "
+            f"{'ok' if row['exact'] else 'DIFFERS'} ({sum(row['seconds']):.0f}s)",
+            flush=True,
+        )
         for r in runs:
             for f in r.get("findings", []):
-                print(f"    seed run: {f['kind']} ({f['severity']}, {f['capture_policy']}) at {f['where']}: "
-                      f"{f['message'][:300]}", flush=True)
+                print(
+                    f"    seed run: {f['kind']} ({f['severity']}, {f['capture_policy']}) at {f['where']}: "
+                    f"{f['message'][:300]}",
+                    flush=True,
+                )
             if "message" in r:
                 print(f"    {r['message'][:2000]}", flush=True)
         save()

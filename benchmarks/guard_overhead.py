@@ -34,10 +34,10 @@ import _util  # noqa: F401  (sets up the interpreter before kernels are imported
 sys.path.insert(0, str(_util.ROOT / "examples"))
 
 import torch  # noqa: E402
+from guarded_runner import GraphRunner, draw_batch  # noqa: E402
 
 import graphsafe  # noqa: E402
 from graphsafe import reference  # noqa: E402
-from guarded_runner import GraphRunner, draw_batch  # noqa: E402
 
 MODES = ("unguarded", "off", "sample", "wrapped", "strict")  # wrapped: sample through Guard.wrap
 
@@ -55,6 +55,7 @@ def _per_call(fn, n: int, sync) -> float:
 def _loop_body(guard, key, replay):
     """One step of a runner's replay loop: ``guard.before_replay(key)`` (unless None), then the replay."""
     if guard is None:
+
         def body() -> None:
             replay()
     else:
@@ -63,6 +64,7 @@ def _loop_body(guard, key, replay):
         def body() -> None:
             before(key)
             replay()
+
     return body
 
 
@@ -78,9 +80,11 @@ def measure(name: str, engine: str, replays: int, steps: int, every: int, rounds
     replay = runner.graphs[key].replay
     with torch.no_grad():
         runner.backend.prepare(draw_batch(random.Random(0), runner.spec, runner.backend.support, seed=1).padded(key))
-        guarded = {"unguarded": _loop_body(None, key, replay),
-                   **{m: _loop_body(g, key, replay) for m, g in (("off", off), ("sample", sample), ("strict", strict))},
-                   "wrapped": wrapped.wrap(replay, key)}
+        guarded = {
+            "unguarded": _loop_body(None, key, replay),
+            **{m: _loop_body(g, key, replay) for m, g in (("off", off), ("sample", sample), ("strict", strict))},
+            "wrapped": wrapped.wrap(replay, key),
+        }
         for fn in guarded.values():  # warm every path once
             fn()
         per_block = max(1, replays // rounds)
@@ -103,16 +107,22 @@ def measure(name: str, engine: str, replays: int, steps: int, every: int, rounds
     med = {m: statistics.median(v) for m, v in times.items()}
     stats = strict.stats()[key]
     row = {
-        "variant": name, "graph_size": key, "storages": stats["storages"], "paths": stats["paths"],
-        "replays_per_mode": per_block * rounds, "rounds": rounds,
+        "variant": name,
+        "graph_size": key,
+        "storages": stats["storages"],
+        "paths": stats["paths"],
+        "replays_per_mode": per_block * rounds,
+        "rounds": rounds,
         **{f"{m}_us_per_replay": round(med[m] * 1e6, 3) for m in MODES},
         **{f"{m}_overhead_pct": round(100 * (med[m] / med["unguarded"] - 1), 2) for m in MODES[1:]},
-        "strict_check_us": round(strict_s * 1e6, 3), "sample_skip_ns": round(skip_s * 1e9, 1),
+        "strict_check_us": round(strict_s * 1e6, 3),
+        "sample_skip_ns": round(skip_s * 1e9, 1),
         # the same from the guard's own costs (what wall-time differences show only above their noise)
         "estimated_sample_overhead_pct": round(100 * (strict_s + (every - 1) * skip_s) / every / med["unguarded"], 3),
         "estimated_strict_overhead_pct": round(100 * strict_s / med["unguarded"], 3),
         "diagnosis_us": round(check_s * 1e6, 1),
-        "serve_steps": steps, "serve_ms_per_step": round(serve_s / max(steps, 1) * 1e3, 3),
+        "serve_steps": steps,
+        "serve_ms_per_step": round(serve_s / max(steps, 1) * 1e3, 3),
         "serve_findings": len(strict.findings) + len(sample.findings),
         "findings": [f.summary() for f in strict.findings + sample.findings],
     }
@@ -130,21 +140,31 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     eng = graphsafe.engines.get_engine(a.engine)
-    meta = {"engine": eng.name, "device": str(eng.device), "replays": a.replays, "steps": a.steps,
-            "every": a.every, "rounds": a.rounds}
+    meta = {
+        "engine": eng.name,
+        "device": str(eng.device),
+        "replays": a.replays,
+        "steps": a.steps,
+        "every": a.every,
+        "rounds": a.rounds,
+    }
     rows = []
     for name in a.only or reference.FIXED:
         rows.append(measure(name, eng.name, a.replays, a.steps, a.every, a.rounds))
         print({k: v for k, v in rows[-1].items() if k != "findings"}, flush=True)
         _util.write(f"guard-overhead-{eng.name}", {**meta, "rows": rows}, a.out)
-    print(f"\n| variant | unguarded us/replay | off | sample 1/{a.every} (est.) | wrapped 1/{a.every} | strict (est.) "
-          f"| strict check us | served steps (findings) |")
+    print(
+        f"\n| variant | unguarded us/replay | off | sample 1/{a.every} (est.) | wrapped 1/{a.every} | strict (est.) "
+        f"| strict check us | served steps (findings) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['variant']} | {r['unguarded_us_per_replay']} | {r['off_overhead_pct']:+}% | "
-              f"{r['sample_overhead_pct']:+}% ({r['estimated_sample_overhead_pct']}%) | {r['wrapped_overhead_pct']:+}% | "
-              f"{r['strict_overhead_pct']:+}% ({r['estimated_strict_overhead_pct']}%) | {r['strict_check_us']} | "
-              f"{r['serve_steps']} ({r['serve_findings']}) |")
+        print(
+            f"| {r['variant']} | {r['unguarded_us_per_replay']} | {r['off_overhead_pct']:+}% | "
+            f"{r['sample_overhead_pct']:+}% ({r['estimated_sample_overhead_pct']}%) | {r['wrapped_overhead_pct']:+}% | "
+            f"{r['strict_overhead_pct']:+}% ({r['estimated_strict_overhead_pct']}%) | {r['strict_check_us']} | "
+            f"{r['serve_steps']} ({r['serve_findings']}) |"
+        )
     if any(r["serve_findings"] for r in rows):
         sys.exit(1)
 

@@ -15,7 +15,6 @@ import argparse
 import time
 
 import _util  # noqa: F401
-
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from graphsafe import reference
@@ -34,8 +33,14 @@ def search(name: str, examples: int, steps: int):
     drawn = [0]
 
     @seed(0)
-    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
-              phases=[p for p in settings.default.phases if p != Phase.explain], print_blob=False)
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[p for p in settings.default.phases if p != Phase.explain],
+        print_blob=False,
+    )
     @given(plan=session_plans(spec, cls.support, sizes, worst, steps))
     def run(plan) -> None:
         drawn[0] += len(plan.steps)
@@ -61,11 +66,19 @@ def main() -> None:
             t = time.perf_counter()
             run()
             times.append(time.perf_counter() - t)
-        row = {"variant": name, "examples": a.examples, "steps": drawn[0],
-               "us_per_example": round(1e6 * min(times) / a.examples), "rounds_s": [round(x, 4) for x in times]}
+        row = {
+            "variant": name,
+            "examples": a.examples,
+            "steps": drawn[0],
+            "us_per_example": round(1e6 * min(times) / a.examples),
+            "rounds_s": [round(x, 4) for x in times],
+        }
         rows.append(row)
-        print(f"{name}: {row['us_per_example']} us an example ({drawn[0]} steps in {a.examples} examples; "
-              f"best of {a.rounds} rounds)", flush=True)
+        print(
+            f"{name}: {row['us_per_example']} us an example ({drawn[0]} steps in {a.examples} examples; "
+            f"best of {a.rounds} rounds)",
+            flush=True,
+        )
     _util.write("hypothesis-floor", {"examples": a.examples, "steps": a.steps, "rows": rows}, a.out)
 
 

@@ -1,6 +1,6 @@
 """Plot benchmarks/results/*.json into benchmarks/results/benchmarks.png (needs matplotlib).
 
-    python benchmarks/plot.py
+python benchmarks/plot.py
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ def main() -> None:
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     # 1. throughput ratio per fixed variant, GPU and CPU
     ax = axes[0]
-    for i, (name, label) in enumerate([("throughput-cuda-gpu.json", "cuda"), ("throughput-emulate-cpu.json", "emulate (CPU)")]):
+    for i, (name, label) in enumerate(
+        [("throughput-cuda-gpu.json", "cuda"), ("throughput-emulate-cpu.json", "emulate (CPU)")]
+    ):
         d = load(name)
         if not d:
             continue
@@ -37,21 +39,27 @@ def main() -> None:
     ax.legend()
     # 2. examples to first finding per buggy variant
     ax = axes[1]
-    for i, (name, label) in enumerate([("detection-cuda-gpu.json", "cuda"), ("detection-emulate-cpu.json", "emulate (CPU)")]):
+    for i, (name, label) in enumerate(
+        [("detection-cuda-gpu.json", "cuda"), ("detection-emulate-cpu.json", "emulate (CPU)")]
+    ):
         d = load(name)
         if not d:
             continue
         rows = [r for r in d["rows"] if r["expected"]]
-        ax.bar([j + 0.4 * i for j in range(len(rows))], [r["median_examples"] or 0 for r in rows], width=0.4, label=label)
+        ax.bar(
+            [j + 0.4 * i for j in range(len(rows))], [r["median_examples"] or 0 for r in rows], width=0.4, label=label
+        )
         ax.set_xticks([j + 0.2 for j in range(len(rows))], [r["variant"] for r in rows], rotation=30, ha="right")
     ax.axhline(50, color="k", ls="--", lw=1, label="goal 50")
     ax.set_title("median examples to first finding (5 seeds)")
     ax.legend()
     # 3. xdist scaling
     ax = axes[2]
-    for name, label in [("scaling-gpu.json", "cuda (one GPU), a process per target"),
-                        ("scaling-noisolate-gpu.json", "cuda (one GPU), no isolation"),
-                        ("scaling-cpu.json", "emulate (2 cores)")]:
+    for name, label in [
+        ("scaling-gpu.json", "cuda (one GPU), a process per target"),
+        ("scaling-noisolate-gpu.json", "cuda (one GPU), no isolation"),
+        ("scaling-cpu.json", "emulate (2 cores)"),
+    ]:
         d = load(name)
         if not d:
             continue

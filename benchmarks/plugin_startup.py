@@ -33,8 +33,14 @@ SERIES = {
 
 def one_run(folder: Path, extra: list[str], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra], cwd=folder,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     took = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"pytest {' '.join(extra)} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -45,8 +51,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15, help="runs per series (default 15)")
     a = ap.parse_args()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TRITON_INTERPRET", "PYTEST_ADDOPTS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTHONPATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TRITON_INTERPRET", "PYTEST_ADDOPTS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTHONPATH")
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "test_plain.py").write_text(PLAIN)
@@ -56,8 +65,10 @@ def main() -> None:
         for _ in range(a.runs):
             for name, extra in SERIES.items():
                 times[name].append(one_run(folder, extra, env))
-    rows = {name: {"median_s": round(statistics.median(t), 3), "min_s": round(min(t), 3), "max_s": round(max(t), 3)}
-            for name, t in times.items()}
+    rows = {
+        name: {"median_s": round(statistics.median(t), 3), "min_s": round(min(t), 3), "max_s": round(max(t), 3)}
+        for name, t in times.items()
+    }
     for name, r in rows.items():
         print(f"{name:34s} median {r['median_s']:.3f} s  (min {r['min_s']:.3f}, max {r['max_s']:.3f}, {a.runs} runs)")
     extra_s = rows["with the plugin"]["median_s"] - rows["-p no:graphsafe"]["median_s"]

@@ -39,13 +39,31 @@ import xml.etree.ElementTree as ET
 import _util
 
 
-def run(workers: int, examples: int, engine: str, targets: list[str], extra: list[str], root: str,
-        history: bool = True) -> dict:
+def run(
+    workers: int, examples: int, engine: str, targets: list[str], extra: list[str], root: str, history: bool = True
+) -> dict:
     """One ``pytest -n workers`` run in ``root`` (its pytest cache kept between runs when ``history``)."""
     junit = os.path.join(root, f"junit-{workers}.xml")
     shutil.rmtree(os.path.join(root, ".hypothesis"), ignore_errors=True)  # no examples saved by an earlier run
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "--graphsafe-examples", str(examples),
-           "--graphsafe-engine", engine, "--rootdir", root, root, "-n", str(workers), "--junitxml", junit]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:randomly",
+        "--graphsafe-examples",
+        str(examples),
+        "--graphsafe-engine",
+        engine,
+        "--rootdir",
+        root,
+        root,
+        "-n",
+        str(workers),
+        "--junitxml",
+        junit,
+    ]
     cmd += [] if history else ["-p", "no:cacheprovider"]
     for t in targets:
         cmd += ["--graphsafe", t]
@@ -59,9 +77,16 @@ def run(workers: int, examples: int, engine: str, targets: list[str], extra: lis
     lines = [l for l in (p.stdout + p.stderr).splitlines() if re.search(r"\d+ (passed|failed|error)", l)]
     summary = lines[-1].strip("= ") if lines else (p.stdout + p.stderr).strip().splitlines()[-1:]
     counts = dict((k, int(v)) for v, k in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", str(summary)))
-    return {"workers": workers, "seconds": round(wall, 2), "summary": summary, "counts": counts, "rc": p.returncode,
-            "load_before_after": [round(load, 2), round(os.getloadavg()[0], 2)], "targets": items,
-            "per_worker": per_worker(items)}
+    return {
+        "workers": workers,
+        "seconds": round(wall, 2),
+        "summary": summary,
+        "counts": counts,
+        "rc": p.returncode,
+        "load_before_after": [round(load, 2), round(os.getloadavg()[0], 2)],
+        "targets": items,
+        "per_worker": per_worker(items),
+    }
 
 
 def parse_junit(path: str) -> dict:
@@ -75,8 +100,12 @@ def parse_junit(path: str) -> dict:
         for prop in case.iter("property"):
             props.setdefault(prop.get("name"), prop.get("value"))  # each phase's report repeats them
         outcome = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
-        out[m.group(1)] = {"seconds": round(float(case.get("time", 0)), 2), "worker": props.get("graphsafe_worker"),
-                           "outcome": outcome, "startups": json.loads(props.get("graphsafe_startups") or "[]")}
+        out[m.group(1)] = {
+            "seconds": round(float(case.get("time", 0)), 2),
+            "worker": props.get("graphsafe_worker"),
+            "outcome": outcome,
+            "startups": json.loads(props.get("graphsafe_startups") or "[]"),
+        }
     return out
 
 
@@ -84,7 +113,7 @@ def per_worker(items: dict) -> dict:
     """worker -> items, busy seconds, and its sandbox start-ups: the slowest paid for starting the fork
     server (it need not be the first item's: the next item's child is started before an item runs)."""
     out: dict[str, dict] = {}
-    for target, it in items.items():
+    for it in items.values():
         w = out.setdefault(it["worker"] or "?", {"items": 0, "busy_s": 0.0, "startups": []})
         w["items"] += 1
         w["busy_s"] = round(w["busy_s"] + it["seconds"], 2)
@@ -136,9 +165,16 @@ def main() -> None:
     if a.tables:
         return print_tables(json.loads(open(a.tables).read()))
     extra = ["--graphsafe-profile", a.profile, *a.pytest_args.split()]
-    data = {"engine": a.engine, "examples": a.examples, "profile": a.profile, "history": not a.no_history,
-            "targets": a.targets, "pytest_args": a.pytest_args,
-            "startup": startups(a.engine, a.startups) if a.startups else {}, "rows": []}
+    data = {
+        "engine": a.engine,
+        "examples": a.examples,
+        "profile": a.profile,
+        "history": not a.no_history,
+        "targets": a.targets,
+        "pytest_args": a.pytest_args,
+        "startup": startups(a.engine, a.startups) if a.startups else {},
+        "rows": [],
+    }
     print("start-up:", data["startup"], flush=True)
     if a.warmup_examples:
         with tempfile.TemporaryDirectory() as d:
@@ -163,18 +199,27 @@ def print_tables(data: dict) -> None:
     print("\n| workers | wall s | speed-up | speed-up / workers | outcome |\n|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {r['efficiency']} | {r['summary']} |")
-    print("\n| workers | worker | items | busy s | slowest start-up s (the fork server's) | other start-ups, median s "
-          "| how |\n|---|---|---|---|---|---|---|")
+    print(
+        "\n| workers | worker | items | busy s | slowest start-up s (the fork server's) | other start-ups, median s "
+        "| how |\n|---|---|---|---|---|---|---|"
+    )
     for r in rows:
         for w, s in per_worker(r["targets"]).items():
-            print(f"| {r['workers']} | {w} | {s['items']} | {s['busy_s']} | {s['slowest_startup_s']} | "
-                  f"{s['other_startups_median_s']} | {', '.join(s['methods'])} |")
+            print(
+                f"| {r['workers']} | {w} | {s['items']} | {s['busy_s']} | {s['slowest_startup_s']} | "
+                f"{s['other_startups_median_s']} | {', '.join(s['methods'])} |"
+            )
     targets = list(rows[0]["targets"]) if rows else []
-    print("\n| target (as the first run reported them) | " + " | ".join(f"s at -n {r['workers']} (worker)" for r in rows) + " |")
+    print(
+        "\n| target (as the first run reported them) | "
+        + " | ".join(f"s at -n {r['workers']} (worker)" for r in rows)
+        + " |"
+    )
     print("|---|" + "---|" * len(rows))
     for t in targets:
-        cells = [f"{r['targets'][t]['seconds']} ({r['targets'][t]['worker']})" if t in r["targets"] else "-"
-                 for r in rows]
+        cells = [
+            f"{r['targets'][t]['seconds']} ({r['targets'][t]['worker']})" if t in r["targets"] else "-" for r in rows
+        ]
         print(f"| {t} | " + " | ".join(cells) + " |")
     if data.get("startup"):
         print("\n| sandbox start-up | first s | median s (later) |\n|---|---|---|")

@@ -31,7 +31,6 @@ import sys
 import time
 
 import _util
-
 import torch
 
 import graphsafe
@@ -66,9 +65,12 @@ def child(size_bytes: int, engine: str, examples: int) -> dict:
         "static_bytes": spec.num_blocks * BLOCK_BYTES,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "peak_cuda": torch.cuda.max_memory_allocated() if cuda else None,
-        "seconds": round(seconds, 2), "examples": r.examples, "steps": r.steps,
+        "seconds": round(seconds, 2),
+        "examples": r.examples,
+        "steps": r.steps,
         "compare_ms_per_step": round(1000 * spent[0] / max(r.steps, 1), 2),
-        "kinds": sorted(r.kinds), "error": r.findings[0].message if r.findings else None,
+        "kinds": sorted(r.kinds),
+        "error": r.findings[0].message if r.findings else None,
         "load_avg_1min": round(os.getloadavg()[0], 2),
     }
 
@@ -95,7 +97,9 @@ def extras(row: dict, base: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", default="auto", help="auto (cuda with a GPU, else emulate), cuda or emulate")
-    ap.add_argument("--sizes", type=int, nargs="*", help="static sizes in MiB (default: 8 64 256 1024; --gpu: up to 8192)")
+    ap.add_argument(
+        "--sizes", type=int, nargs="*", help="static sizes in MiB (default: 8 64 256 1024; --gpu: up to 8192)"
+    )
     ap.add_argument("--gpu", action="store_true", help="GPU sizes, up to 8 GiB")
     ap.add_argument("--examples", type=int, default=10)
     ap.add_argument("--out", default=None)
@@ -116,8 +120,11 @@ def main() -> None:
         rows.append(row)
         print(row, flush=True)
         # after every row: a run cut off by a time limit keeps what it measured
-        _util.write(f"state-size-{engine}", {"engine": engine, "examples": a.examples, "baseline": base,
-                                             "rows": rows, "goal": "extra <= 1.5 x static"}, a.out)
+        _util.write(
+            f"state-size-{engine}",
+            {"engine": engine, "examples": a.examples, "baseline": base, "rows": rows, "goal": "extra <= 1.5 x static"},
+            a.out,
+        )
     print()
     print("\n".join(table(rows)))
 
@@ -125,14 +132,19 @@ def main() -> None:
 def table(rows: list[dict]) -> list[str]:
     """The markdown table of a results file's rows."""
     gib = 1 << 30
-    out = ["| static MiB | peak RSS GiB | extra RSS / static | peak CUDA GiB | extra CUDA / static | s | steps "
-           "| compare ms/step | findings |", "|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| static MiB | peak RSS GiB | extra RSS / static | peak CUDA GiB | extra CUDA / static | s | steps "
+        "| compare ms/step | findings |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         cuda = f"{r['peak_cuda'] / gib:.2f}" if r.get("peak_cuda") is not None else "-"
         found = ", ".join(r.get("kinds") or []) or (r.get("error") or "none")[:120]
-        out.append(f"| {r['static_bytes'] // MiB} | {r.get('peak_rss', 0) / gib:.2f} | {r.get('ratio_rss', '-')} | {cuda} | "
-                   f"{r.get('ratio_cuda', '-')} | {r.get('seconds', '-')} | {r.get('steps', '-')} | "
-                   f"{r.get('compare_ms_per_step', '-')} | {found} |")
+        out.append(
+            f"| {r['static_bytes'] // MiB} | {r.get('peak_rss', 0) / gib:.2f} | {r.get('ratio_rss', '-')} | {cuda} | "
+            f"{r.get('ratio_cuda', '-')} | {r.get('seconds', '-')} | {r.get('steps', '-')} | "
+            f"{r.get('compare_ms_per_step', '-')} | {found} |"
+        )
     return out
 
 

@@ -53,19 +53,50 @@ def phases(lines: list[str]) -> dict:
     first, last = min(starts.values()), max(ends.values())
     stop = max(t for t, who, e, _ in ev if who == "ctl" and e == "unconfigure")
     r = lambda x: round(x, 2)  # noqa: E731
-    return {"wall_s": r(stop), "controller_s": r(ctl_conf), "workers_s": r(last_conf - ctl_conf),
-            "first_item_s": r(first - last_conf), "items_s": r(last - first), "end_s": r(stop - last),
-            "items_sum_s": r(sum(ends[n] - starts[n] for n in ends if n in starts)), "items": len(ends)}
+    return {
+        "wall_s": r(stop),
+        "controller_s": r(ctl_conf),
+        "workers_s": r(last_conf - ctl_conf),
+        "first_item_s": r(first - last_conf),
+        "items_s": r(last - first),
+        "end_s": r(stop - last),
+        "items_sum_s": r(sum(ends[n] - starts[n] for n in ends if n in starts)),
+        "items": len(ends),
+    }
 
 
 def run_once(workers: int, examples: int, engine: str) -> tuple[list[str], str]:
     with tempfile.TemporaryDirectory() as root:
         tl = os.path.join(root, "timeline.txt")
-        env = dict(os.environ, GRAPHSAFE_TIMELINE=tl, GRAPHSAFE_TIMELINE_T0=repr(time.time()),
-                   PYTHONPATH=os.pathsep.join([str(HERE), str(_util.ROOT), os.environ.get("PYTHONPATH", "")]))
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "timeline_plugin", "-p", "no:randomly", "-p",
-               "no:cacheprovider", "--rootdir", root, root, "--graphsafe", "all", "--graphsafe-examples", str(examples),
-               "--graphsafe-engine", engine, "-n", str(workers)]
+        env = dict(
+            os.environ,
+            GRAPHSAFE_TIMELINE=tl,
+            GRAPHSAFE_TIMELINE_T0=repr(time.time()),
+            PYTHONPATH=os.pathsep.join([str(HERE), str(_util.ROOT), os.environ.get("PYTHONPATH", "")]),
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "timeline_plugin",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            root,
+            root,
+            "--graphsafe",
+            "all",
+            "--graphsafe-examples",
+            str(examples),
+            "--graphsafe-engine",
+            engine,
+            "-n",
+            str(workers),
+        ]
         p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
         summary = [line.strip("= ") for line in p.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)]
         return Path(tl).read_text().splitlines(), summary[-1] if summary else f"exit {p.returncode}"
@@ -92,8 +123,11 @@ def main() -> None:
     for row in rows:
         print(row, flush=True)
     if not a.parse or a.out:
-        _util.write(a.name or f"suite-timeline-{a.engine}",
-                    {"workers": a.workers, "examples": a.examples, "engine": a.engine, "rows": rows}, a.out)
+        _util.write(
+            a.name or f"suite-timeline-{a.engine}",
+            {"workers": a.workers, "examples": a.examples, "engine": a.engine, "rows": rows},
+            a.out,
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Print the README's markdown tables from benchmarks/results/*.json.
 
-    python benchmarks/tables.py
+python benchmarks/tables.py
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ def cell(row):
 
 def detection(name: str, d: dict) -> None:
     m = d["machine"]
-    print(f"\n{name} ({m['gpu'] or 'CPU'}, suite {d.get('suite', 'reference')}, {d['seeds']} seeds, "
-          f"{d['examples']} examples per check)\n")
+    print(
+        f"\n{name} ({m['gpu'] or 'CPU'}, suite {d.get('suite', 'reference')}, {d['seeds']} seeds, "
+        f"{d['examples']} examples per check)\n"
+    )
     print("\n".join(detection_table(d)))
 
 
@@ -50,17 +52,23 @@ def main() -> None:
         d = load(name)
         if d:
             print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, {d['examples']} examples of up to {d['steps']} steps)\n")
-            print("| variant | bare loop steps/s | graphsafe steps/s (worst) | ratio | default policies steps/s | ratio |")
+            print(
+                "| variant | bare loop steps/s | graphsafe steps/s (worst) | ratio | default policies steps/s | ratio |"
+            )
             print("|---|---|---|---|---|---|")
             for r in d["rows"]:
-                print(f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} "
-                      f"| {r.get('default_steps_per_s', '-')} | {r.get('default_ratio', '-')} |")
+                print(
+                    f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} "
+                    f"| {r.get('default_steps_per_s', '-')} | {r.get('default_ratio', '-')} |"
+                )
     for name in ("scaling-1gpu-gpu.json", "scaling-2gpu-gpu.json", "scaling-2gpu-50ex-gpu.json", "scaling-cpu.json"):
         d = load(name)
         if d:
             extra = f" {d['pytest_args']}" if d.get("pytest_args") else ""
-            print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, --graphsafe {' '.join(d['targets'])}{extra}, "
-                  f"{d['examples']} examples per item)\n")
+            print(
+                f"\n{name} ({d['machine']['gpu'] or 'CPU'}, --graphsafe {' '.join(d['targets'])}{extra}, "
+                f"{d['examples']} examples per item)\n"
+            )
             print("| workers | wall s | speed-up | busy s per worker | outcome |")
             print("|---|---|---|---|---|")
             for r in d["rows"]:
@@ -69,13 +77,17 @@ def main() -> None:
 
     d = load("suite-timeline-cuda-gpu.json")
     if d:
-        print(f"\nsuite-timeline-cuda-gpu.json ({d['machine']['gpu']}, pytest -n {d['workers']} --graphsafe all, "
-              f"{d['examples']} examples per item; seconds)\n")
+        print(
+            f"\nsuite-timeline-cuda-gpu.json ({d['machine']['gpu']}, pytest -n {d['workers']} --graphsafe all, "
+            f"{d['examples']} examples per item; seconds)\n"
+        )
         print("| code | wall | controller | workers | to first item | items | end | sum of items |")
         print("|---|---|---|---|---|---|---|---|")
         for r in d["rows"]:
-            print(f"| {r.get('code', r.get('run'))} | {r['wall_s']} | {r['controller_s']} | {r['workers_s']} | {r['first_item_s']} "
-                  f"| {r['items_s']} | {r['end_s']} | {r['items_sum_s']} |")
+            print(
+                f"| {r.get('code', r.get('run'))} | {r['wall_s']} | {r['controller_s']} | {r['workers_s']} | {r['first_item_s']} "
+                f"| {r['items_s']} | {r['end_s']} | {r['items_sum_s']} |"
+            )
 
     d = load("gpu-sharing-gpu.json")
     if d:
@@ -89,7 +101,9 @@ def main() -> None:
     for name in ("state-size-emulate-before-cpu.json", "state-size-emulate-cpu.json", "state-size-cuda-gpu.json"):
         d = load(name)
         if d:
-            print(f"\n{name} ({d['machine']['gpu'] or 'CPU'}, {d['examples']} examples, {d.get('code', 'this code')})\n")
+            print(
+                f"\n{name} ({d['machine']['gpu'] or 'CPU'}, {d['examples']} examples, {d.get('code', 'this code')})\n"
+            )
             print("\n".join(state_size.table(d["rows"])))
 
 

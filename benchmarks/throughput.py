@@ -35,12 +35,11 @@ import time
 import warnings
 
 import _util  # noqa: F401
-
 import torch
 
 import graphsafe
-import strategies as gs
 from graphsafe import reference
+from graphsafe import strategies as gs
 from graphsafe.capture.policies import capture_query_len
 from graphsafe.capture.statics import randomise_static, static_dict
 from graphsafe.checker import resolve_target
@@ -96,7 +95,9 @@ def bare_loop(cls, spec, engine, plans) -> tuple[int, float, int]:
                 live_e = e.live(as_outputs(e.forward()), b)
                 ok = all(torch.allclose(x, y, equal_nan=True) for x, y in zip(live_g, live_e))
                 se = static_dict(e)
-                ok = ok and all(torch.allclose(v.float(), se[k].float(), equal_nan=True) for k, v in static_dict(g).items())
+                ok = ok and all(
+                    torch.allclose(v.float(), se[k].float(), equal_nan=True) for k, v in static_dict(g).items()
+                )
                 n += 1
                 bad += not ok
         engine.synchronize()
@@ -135,13 +136,22 @@ def host() -> dict:
     when set: a copy of the tree whose ``.git`` is not the tree's own, as on a lent GPU machine, names it so)."""
     given = os.environ.get("GRAPHSAFE_COMMIT")
     if given:
-        return {"host": platform.node(), "cuda": torch.version.cuda, "commit": given, "dirty": None,
-                "commit_from": "$GRAPHSAFE_COMMIT"}
+        return {
+            "host": platform.node(),
+            "cuda": torch.version.cuda,
+            "commit": given,
+            "dirty": None,
+            "commit_from": "$GRAPHSAFE_COMMIT",
+        }
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_util.ROOT, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=_util.ROOT,
-                                    capture_output=True, text=True).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=_util.ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"], cwd=_util.ROOT, capture_output=True, text=True
+            ).stdout.strip()
+        )
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = None, None
     return {"host": platform.node(), "cuda": torch.version.cuda, "commit": commit, "dirty": dirty}
@@ -152,8 +162,12 @@ def main() -> None:
     ap.add_argument("--engine", default="auto")
     ap.add_argument("--examples", type=int, default=200)
     ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--warm", choices=("full", "quick"), default="full",
-                    help="full: each timed run follows an identical one (default); quick: two examples before")
+    ap.add_argument(
+        "--warm",
+        choices=("full", "quick"),
+        default="full",
+        help="full: each timed run follows an identical one (default); quick: two examples before",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="rounds of (bare, worst, default); each keeps its best")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", default=None)
@@ -178,27 +192,52 @@ def main() -> None:
             ok = ok and gok and dok
         (bn, bs), (gn, gsec), (dn, dsec) = best(bare), best(worst), best(default)
         row = {
-            "variant": name, "bare_steps": bn, "bare_seconds": round(bs, 3), "bare_steps_per_s": round(bn / bs, 1),
-            "graphsafe_steps": gn, "graphsafe_seconds": round(gsec, 3), "graphsafe_steps_per_s": round(gn / gsec, 1),
-            "ratio": round((gn / gsec) / (bn / bs), 3), "graphsafe_ok": ok, "bare_mismatched_steps": bad,
-            "default_steps": dn, "default_seconds": round(dsec, 3), "default_steps_per_s": round(dn / dsec, 1),
+            "variant": name,
+            "bare_steps": bn,
+            "bare_seconds": round(bs, 3),
+            "bare_steps_per_s": round(bn / bs, 1),
+            "graphsafe_steps": gn,
+            "graphsafe_seconds": round(gsec, 3),
+            "graphsafe_steps_per_s": round(gn / gsec, 1),
+            "ratio": round((gn / gsec) / (bn / bs), 3),
+            "graphsafe_ok": ok,
+            "bare_mismatched_steps": bad,
+            "default_steps": dn,
+            "default_seconds": round(dsec, 3),
+            "default_steps_per_s": round(dn / dsec, 1),
             "default_ratio": round((dn / dsec) / (bn / bs), 3),
             "ratio_median_of_rounds": paired_median(worst, bare),
             "default_ratio_median_of_rounds": paired_median(default, bare),
-            "rounds_steps_per_s": {k: [round(n / s, 1) for n, s in v]
-                                   for k, v in (("bare", bare), ("worst", worst), ("default", default))},
+            "rounds_steps_per_s": {
+                k: [round(n / s, 1) for n, s in v] for k, v in (("bare", bare), ("worst", worst), ("default", default))
+            },
         }
         rows.append(row)
         print(row, flush=True)
-        _util.write(f"throughput-{eng.name}", {"engine": eng.name, "examples": a.examples, "steps": a.steps,
-                                                "warm": a.warm, "repeat": a.repeat, "run": host(), "rows": rows}, a.out)
-    print("\n| variant | bare steps/s | graphsafe steps/s (worst) | ratio | default policies steps/s | ratio "
-          "| median of the rounds' ratios (worst / default) |")
+        _util.write(
+            f"throughput-{eng.name}",
+            {
+                "engine": eng.name,
+                "examples": a.examples,
+                "steps": a.steps,
+                "warm": a.warm,
+                "repeat": a.repeat,
+                "run": host(),
+                "rows": rows,
+            },
+            a.out,
+        )
+    print(
+        "\n| variant | bare steps/s | graphsafe steps/s (worst) | ratio | default policies steps/s | ratio "
+        "| median of the rounds' ratios (worst / default) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} "
-              f"| {r['default_steps_per_s']} | {r['default_ratio']} "
-              f"| {r['ratio_median_of_rounds']} / {r['default_ratio_median_of_rounds']} |")
+        print(
+            f"| {r['variant']} | {r['bare_steps_per_s']} | {r['graphsafe_steps_per_s']} | {r['ratio']} "
+            f"| {r['default_steps_per_s']} | {r['default_ratio']} "
+            f"| {r['ratio_median_of_rounds']} / {r['default_ratio_median_of_rounds']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ import contextlib
 import math
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -72,8 +73,16 @@ def draw_batch(rng: random.Random, spec: CaptureSpec, support: Support, seed: in
 class GraphRunner:
     """Capture per size, pad, prepare, guard, replay: the loop of an engine's graph runner."""
 
-    def __init__(self, backend_cls: type, *, engine: str = "auto", guard_options: dict | None = None,
-                 order: str = "descending", spec: CaptureSpec | None = None, sizes: tuple[int, ...] | None = None):
+    def __init__(
+        self,
+        backend_cls: type,
+        *,
+        engine: str = "auto",
+        guard_options: dict | None = None,
+        order: str = "descending",
+        spec: CaptureSpec | None = None,
+        sizes: tuple[int, ...] | None = None,
+    ):
         self.engine = get_engine(engine)
         self.spec = spec or backend_cls.default_spec
         self.backend = backend_cls()
@@ -123,11 +132,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    runner = GraphRunner(reference.resolve(a.backend), engine=a.engine, order=a.order, guard_options=dict(
-        mode=a.mode, every=a.every, on_failure=a.on_failure, report_dir=a.report_dir))
+    runner = GraphRunner(
+        reference.resolve(a.backend),
+        engine=a.engine,
+        order=a.order,
+        guard_options=dict(mode=a.mode, every=a.every, on_failure=a.on_failure, report_dir=a.report_dir),
+    )
     runner.capture()
-    print(f"{a.backend}: captured sizes {list(runner.sizes)} on {runner.engine.name}; guard {a.mode}"
-          + (f" 1/{a.every}" if a.mode == "sample" else ""))
+    print(
+        f"{a.backend}: captured sizes {list(runner.sizes)} on {runner.engine.name}; guard {a.mode}"
+        + (f" 1/{a.every}" if a.mode == "sample" else "")
+    )
     rng = random.Random(a.seed)
     for i in range(a.steps):
         batch = draw_batch(rng, runner.spec, runner.backend.support, seed=i + 1)

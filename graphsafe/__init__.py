@@ -25,15 +25,25 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is imported on first use
-    from . import guard
+    from . import flashinfer, guard
     from .capture.compare import Tolerance
     from .checker import AuditResult, CheckOptions, reproduce
-    from . import flashinfer
     from .contract import Batch, CaptureSpec, Support, Target, capturing
     from .engines.recording import opaque_call
     from .errors import (
-        CaptureError, ContextBroken, ContractError, GraphsafeError, GuardError, InternalError, ReplayHung, SpecError,
-        TargetCrashed, TargetFailure, TargetRaised, TargetTimeout, UsageError,
+        CaptureError,
+        ContextBroken,
+        ContractError,
+        GraphsafeError,
+        GuardError,
+        InternalError,
+        ReplayHung,
+        SpecError,
+        TargetCrashed,
+        TargetFailure,
+        TargetRaised,
+        TargetTimeout,
+        UsageError,
     )
     from .findings import CheckResult, Finding, FindingError, FindingKind, Mismatch
     from .frontend.runner import audit, check
@@ -44,27 +54,80 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is i
 #: alone imports neither torch nor triton, so that the pytest plugin costs nothing in a run that
 #: does not use it)
 _HOMES = {
-    "guard": ".guard", "flashinfer": ".flashinfer",
+    "guard": ".guard",
+    "flashinfer": ".flashinfer",
     "Tolerance": ".capture.compare",
-    "AuditResult": ".checker", "CheckOptions": ".checker", "reproduce": ".checker",
-    "Batch": ".contract", "CaptureSpec": ".contract", "Support": ".contract", "Target": ".contract",
-    "capturing": ".contract", "opaque_call": ".engines.recording",
-    **dict.fromkeys(("CaptureError", "ContextBroken", "ContractError", "GraphsafeError", "GuardError",
-                     "InternalError", "ReplayHung", "SpecError", "TargetCrashed", "TargetFailure",
-                     "TargetRaised", "TargetTimeout", "UsageError"), ".errors"),
+    "AuditResult": ".checker",
+    "CheckOptions": ".checker",
+    "reproduce": ".checker",
+    "Batch": ".contract",
+    "CaptureSpec": ".contract",
+    "Support": ".contract",
+    "Target": ".contract",
+    "capturing": ".contract",
+    "opaque_call": ".engines.recording",
+    **dict.fromkeys(
+        (
+            "CaptureError",
+            "ContextBroken",
+            "ContractError",
+            "GraphsafeError",
+            "GuardError",
+            "InternalError",
+            "ReplayHung",
+            "SpecError",
+            "TargetCrashed",
+            "TargetFailure",
+            "TargetRaised",
+            "TargetTimeout",
+            "UsageError",
+        ),
+        ".errors",
+    ),
     **dict.fromkeys(("CheckResult", "Finding", "FindingError", "FindingKind", "Mismatch"), ".findings"),
-    "audit": ".frontend.runner", "check": ".frontend.runner",
+    "audit": ".frontend.runner",
+    "check": ".frontend.runner",
     "PROBES": ".probes",
-    "derive_seed": ".values", "seeded": ".values",
+    "derive_seed": ".values",
+    "seeded": ".values",
 }
 
 __all__ = [
     "__version__",
-    "Batch", "CaptureSpec", "Support", "Target", "capturing", "opaque_call", "check", "reproduce", "audit", "AuditResult",
-    "CheckOptions", "Tolerance",
-    "CheckResult", "Finding", "FindingError", "FindingKind", "Mismatch", "PROBES", "derive_seed", "seeded",
-    "GraphsafeError", "UsageError", "ContractError", "SpecError", "TargetFailure", "TargetRaised", "TargetCrashed",
-    "ContextBroken", "TargetTimeout", "ReplayHung", "CaptureError", "GuardError", "InternalError", "guard",
+    "Batch",
+    "CaptureSpec",
+    "Support",
+    "Target",
+    "capturing",
+    "opaque_call",
+    "check",
+    "reproduce",
+    "audit",
+    "AuditResult",
+    "CheckOptions",
+    "Tolerance",
+    "CheckResult",
+    "Finding",
+    "FindingError",
+    "FindingKind",
+    "Mismatch",
+    "PROBES",
+    "derive_seed",
+    "seeded",
+    "GraphsafeError",
+    "UsageError",
+    "ContractError",
+    "SpecError",
+    "TargetFailure",
+    "TargetRaised",
+    "TargetCrashed",
+    "ContextBroken",
+    "TargetTimeout",
+    "ReplayHung",
+    "CaptureError",
+    "GuardError",
+    "InternalError",
+    "guard",
     "flashinfer",
 ]
 

@@ -12,8 +12,9 @@ import contextlib
 import enum
 import math
 import threading
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 import torch
 
@@ -41,7 +42,7 @@ class Support(enum.IntEnum):
     UNIFORM_BATCH = 2
     ALWAYS = 3
 
-    def allows(self, batch: "Batch") -> bool:
+    def allows(self, batch: Batch) -> bool:
         """True when a graph of this level may serve ``batch``."""
         if self is Support.NEVER:
             return False
@@ -91,8 +92,9 @@ class CaptureSpec:
             )
         needed = self.max_reqs * self.blocks_per_seq + 1
         if isinstance(self.num_blocks, int) and not isinstance(self.num_blocks, bool) and self.num_blocks < 0:
-            raise SpecError(f"CaptureSpec.num_blocks must be 0 (the default: {needed}) or >= {needed}, "
-                            f"got {self.num_blocks}")
+            raise SpecError(
+                f"CaptureSpec.num_blocks must be 0 (the default: {needed}) or >= {needed}, got {self.num_blocks}"
+            )
         if self.num_blocks == 0:
             object.__setattr__(self, "num_blocks", needed)
         _check_int("CaptureSpec", "num_blocks", self.num_blocks, 1)
@@ -125,7 +127,7 @@ class CaptureSpec:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSpec":
+    def from_dict(cls, d: Mapping[str, Any]) -> CaptureSpec:
         """A spec from :meth:`to_dict`'s data; keys this version does not know are ignored."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -141,21 +143,15 @@ class CaptureSpec:
         sizes.append(self.max_reqs)
         return tuple(sorted(set(sizes)))
 
-    def validate_batch(self, batch: "Batch") -> None:
+    def validate_batch(self, batch: Batch) -> None:
         """Raise ``ValueError`` naming the field when ``batch`` does not fit this spec."""
         if batch.num_slots > self.max_reqs:
-            raise SpecError(
-                f"Batch.num_slots ({batch.num_slots}) must be <= CaptureSpec.max_reqs ({self.max_reqs})"
-            )
+            raise SpecError(f"Batch.num_slots ({batch.num_slots}) must be <= CaptureSpec.max_reqs ({self.max_reqs})")
         for i, (q, s, row) in enumerate(zip(batch.query_lens, batch.seq_lens, batch.block_table)):
             if q > self.max_query_len:
-                raise SpecError(
-                    f"Batch.query_lens[{i}] = {q} exceeds CaptureSpec.max_query_len ({self.max_query_len})"
-                )
+                raise SpecError(f"Batch.query_lens[{i}] = {q} exceeds CaptureSpec.max_query_len ({self.max_query_len})")
             if s > self.max_seq_len:
-                raise SpecError(
-                    f"Batch.seq_lens[{i}] = {s} exceeds CaptureSpec.max_seq_len ({self.max_seq_len})"
-                )
+                raise SpecError(f"Batch.seq_lens[{i}] = {s} exceeds CaptureSpec.max_seq_len ({self.max_seq_len})")
             need = math.ceil(s / self.block_size)
             if len(row) < need:
                 raise SpecError(
@@ -173,7 +169,7 @@ class CaptureSpec:
                         f"Batch.block_table[{i}] holds block {b}, outside [0, num_blocks={self.num_blocks})"
                     )
 
-    def worst_case_batch(self, num_slots: int, *, query_len: int | None = None, seed: int = 0) -> "Batch":
+    def worst_case_batch(self, num_slots: int, *, query_len: int | None = None, seed: int = 0) -> Batch:
         """Every slot at ``query_len`` (default ``max_query_len``) and ``max_seq_len``.
 
         This is the batch serving engines capture with.  Blocks are assigned
@@ -226,9 +222,13 @@ class Batch:
         if n == 0:
             raise SpecError("Batch.query_lens must hold at least one request")
         if len(self.seq_lens) != n:
-            raise SpecError(f"Batch.seq_lens has {len(self.seq_lens)} entries but query_lens has {n}; give one per request")
+            raise SpecError(
+                f"Batch.seq_lens has {len(self.seq_lens)} entries but query_lens has {n}; give one per request"
+            )
         if len(self.block_table) != n:
-            raise SpecError(f"Batch.block_table has {len(self.block_table)} rows but query_lens has {n}; give one row per request")
+            raise SpecError(
+                f"Batch.block_table has {len(self.block_table)} rows but query_lens has {n}; give one row per request"
+            )
         for i, (q, s) in enumerate(zip(self.query_lens, self.seq_lens)):
             _check_int("Batch", f"query_lens[{i}]", q, 1)
             _check_int("Batch", f"seq_lens[{i}]", s, 1)
@@ -286,11 +286,11 @@ class Batch:
     def is_padded(self) -> bool:
         return self.num_slots > self.num_reqs
 
-    def padded(self, num_slots: int) -> "Batch":
+    def padded(self, num_slots: int) -> Batch:
         """The same requests in a graph of ``num_slots`` slots."""
         return Batch(self.query_lens, self.seq_lens, self.block_table, self.seed, num_slots)
 
-    def unpadded(self) -> "Batch":
+    def unpadded(self) -> Batch:
         return self.padded(self.num_reqs)
 
     def token_owner(self, row: int) -> tuple[int, int]:
@@ -316,7 +316,7 @@ class Batch:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Batch":
+    def from_dict(cls, d: Mapping[str, Any]) -> Batch:
         return cls(
             query_lens=tuple(d["query_lens"]),
             seq_lens=tuple(d["seq_lens"]),
@@ -406,7 +406,9 @@ class Target:
     def static(self) -> Mapping[str, torch.Tensor] | Sequence[torch.Tensor]:
         return {}
 
-    def live(self, outputs: torch.Tensor | tuple[torch.Tensor, ...], batch: Batch) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    def live(
+        self, outputs: torch.Tensor | tuple[torch.Tensor, ...], batch: Batch
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """The rows of ``outputs`` (exactly what ``forward()`` returned: a tensor or a tuple) that belong
         to live requests, in the same structure; default: the first ``batch.num_tokens`` rows of each."""
         if isinstance(outputs, torch.Tensor):

@@ -13,7 +13,14 @@ Example::
 from __future__ import annotations
 
 __all__ = [
-    "ENGINE", "EXAMPLES", "STEPS", "CAPTURE", "AUDIT_EXAMPLES", "TIMEOUT_S", "ISOLATION", "PROFILES",
+    "ENGINE",
+    "EXAMPLES",
+    "STEPS",
+    "CAPTURE",
+    "AUDIT_EXAMPLES",
+    "TIMEOUT_S",
+    "ISOLATION",
+    "PROFILES",
 ]
 
 #: the engine when none is named: ``cuda`` where a GPU is visible, else ``emulate``

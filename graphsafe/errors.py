@@ -34,10 +34,25 @@ import traceback as _traceback
 from typing import Any, ClassVar
 
 __all__ = [
-    "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE", "EXIT_TARGET", "EXIT_INTERNAL",
-    "GraphsafeError", "UsageError", "ContractError", "SpecError", "TargetFailure", "TargetRaised",
-    "TargetCrashed", "ContextBroken", "TargetTimeout", "CaptureError", "GuardError", "InternalError",
-    "exit_code", "internal",
+    "EXIT_OK",
+    "EXIT_FINDINGS",
+    "EXIT_USAGE",
+    "EXIT_TARGET",
+    "EXIT_INTERNAL",
+    "GraphsafeError",
+    "UsageError",
+    "ContractError",
+    "SpecError",
+    "TargetFailure",
+    "TargetRaised",
+    "TargetCrashed",
+    "ContextBroken",
+    "TargetTimeout",
+    "CaptureError",
+    "GuardError",
+    "InternalError",
+    "exit_code",
+    "internal",
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_TARGET, EXIT_INTERNAL = 0, 1, 2, 3, 4

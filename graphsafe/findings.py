@@ -116,8 +116,12 @@ class Mismatch:
 
     def to_dict(self) -> dict:
         return dict(
-            tensor=self.tensor, count=self.count, total=self.total,
-            max_abs=self.max_abs, max_rel=self.max_rel, first=list(self.first),
+            tensor=self.tensor,
+            count=self.count,
+            total=self.total,
+            max_abs=self.max_abs,
+            max_rel=self.max_rel,
+            first=list(self.first),
         )
 
 
@@ -246,8 +250,14 @@ class CheckResult:
         """What was checked: target, engine, support level and spec."""
         spec = self.spec
         sizes = ", ".join(map(str, spec.default_capture_sizes())) if spec is not None else "?"
-        shape = (f"max_reqs={spec.max_reqs}, max_query_len={spec.max_query_len}, max_seq_len={spec.max_seq_len}, "
-                 f"block_size={spec.block_size}, capture sizes {sizes}") if spec is not None else "no spec"
+        shape = (
+            (
+                f"max_reqs={spec.max_reqs}, max_query_len={spec.max_query_len}, max_seq_len={spec.max_seq_len}, "
+                f"block_size={spec.block_size}, capture sizes {sizes}"
+            )
+            if spec is not None
+            else "no spec"
+        )
         return f"{self.target} on {self.engine} at Support.{self.support or '?'} ({shape})"
 
     def summary(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -80,12 +80,19 @@ class _Pools:
         k, n, i, j = 0, out.numel(), (start + self.oa) % p, (start + self.ob) % q
         while k < n:
             m = min(n - k, p - i, q - j)
-            torch.add(self.a[i:i + m], self.b[j:j + m], out=out[k:k + m])
+            torch.add(self.a[i : i + m], self.b[j : j + m], out=out[k : k + m])
             k, i, j = k + m, (i + m) % p, (j + m) % q
 
 
-def seeded_pieces(numel: int, seed: int, device: torch.device | str, *, start: int = 0, stop: int | None = None,
-                  chunk: int = SEEDED_POOL) -> Iterator[tuple[int, torch.Tensor]]:
+def seeded_pieces(
+    numel: int,
+    seed: int,
+    device: torch.device | str,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    chunk: int = SEEDED_POOL,
+) -> Iterator[tuple[int, torch.Tensor]]:
     """``(offset, values)`` pieces of the flat float32 values :func:`fill_seeded` gives a tensor of
     ``numel > SEEDED_POOL`` elements, for the flat range ``[start, stop)``, at most ``chunk`` at a time.
 
@@ -132,5 +139,5 @@ def fill_seeded(t: torch.Tensor, seed: int) -> torch.Tensor:
     per = max(1, SEEDED_POOL // row) * row
     for s, values in seeded_pieces(n, seed, t.device, chunk=per):
         r = s // row
-        rows[r:r + values.numel() // row].copy_(values.view((-1,) + tuple(rows.shape[1:])))
+        rows[r : r + values.numel() // row].copy_(values.view((-1,) + tuple(rows.shape[1:])))
     return t

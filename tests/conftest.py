@@ -37,8 +37,11 @@ def pytest_generate_tests(metafunc):
 def no_shrinking():
     """A finding's first example is enough here: Hypothesis does not shrink it (seconds, not a minute)."""
     previous = settings.get_current_profile_name()
-    settings.register_profile("graphsafe-test-no-shrink", parent=settings.get_profile(previous),
-                              phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    settings.register_profile(
+        "graphsafe-test-no-shrink",
+        parent=settings.get_profile(previous),
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    )
     settings.load_profile("graphsafe-test-no-shrink")
     yield
     settings.load_profile(previous)

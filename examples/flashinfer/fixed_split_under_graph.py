@@ -21,7 +21,7 @@ BF16 = torch.bfloat16
 
 
 def metadata(pages: list[int]):
-    indptr = torch.tensor([0] + [sum(pages[:i + 1]) for i in range(len(pages))], dtype=torch.int32)
+    indptr = torch.tensor([0] + [sum(pages[: i + 1]) for i in range(len(pages))], dtype=torch.int32)
     indices = torch.cat([torch.arange(1 + r * MAX_PAGES, 1 + r * MAX_PAGES + p) for r, p in enumerate(pages)]).int()
     last = torch.full((len(pages),), PAGE, dtype=torch.int32)
     return indptr, indices, last
@@ -39,11 +39,18 @@ def main() -> int:
     v = torch.randn_like(k)
     q = torch.randn(REQS, HQ, D, dtype=BF16, device=DEV)
     out = torch.zeros_like(q)
-    buffers = dict(paged_kv_indptr_buffer=torch.zeros(REQS + 1, dtype=torch.int32, device=DEV),
-                   paged_kv_indices_buffer=torch.zeros(REQS * MAX_PAGES, dtype=torch.int32, device=DEV),
-                   paged_kv_last_page_len_buffer=torch.zeros(REQS, dtype=torch.int32, device=DEV))
-    graphed = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.zeros(64 << 20, dtype=torch.uint8, device=DEV), "NHD",
-                                                            use_cuda_graph=True, use_tensor_cores=True, **buffers)
+    buffers = dict(
+        paged_kv_indptr_buffer=torch.zeros(REQS + 1, dtype=torch.int32, device=DEV),
+        paged_kv_indices_buffer=torch.zeros(REQS * MAX_PAGES, dtype=torch.int32, device=DEV),
+        paged_kv_last_page_len_buffer=torch.zeros(REQS, dtype=torch.int32, device=DEV),
+    )
+    graphed = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+        torch.zeros(64 << 20, dtype=torch.uint8, device=DEV),
+        "NHD",
+        use_cuda_graph=True,
+        use_tensor_cores=True,
+        **buffers,
+    )
     plan(graphed, [1] * REQS)  # the capture batch: one page per request
     captured = list(graphed._plan_info)
     graphed.run(q, (k, v), out=out)  # warm-up
@@ -52,9 +59,12 @@ def main() -> int:
     with torch.cuda.graph(g):
         graphed.run(q, (k, v), out=out)
     plan(graphed, [MAX_PAGES] * REQS)  # a later step: long sequences
-    print(f"plan_info captured: {captured}\nplan_info needed:   {list(graphed._plan_info)} (the last value is split_kv)")
-    eager = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.zeros(64 << 20, dtype=torch.uint8, device=DEV), "NHD",
-                                                          use_tensor_cores=True)
+    print(
+        f"plan_info captured: {captured}\nplan_info needed:   {list(graphed._plan_info)} (the last value is split_kv)"
+    )
+    eager = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+        torch.zeros(64 << 20, dtype=torch.uint8, device=DEV), "NHD", use_tensor_cores=True
+    )
     plan(eager, [MAX_PAGES] * REQS)
     want = eager.run(q, (k, v))
     try:

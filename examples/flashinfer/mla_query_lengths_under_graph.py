@@ -25,9 +25,19 @@ def plan(wrapper, q_len: int) -> None:
     kv_indptr = torch.arange(0, REQS * PAGES + 1, PAGES, dtype=torch.int32, device=DEV)
     kv_indices = torch.arange(1, REQS * PAGES + 1, dtype=torch.int32, device=DEV)
     kv_len = torch.full((REQS,), PAGES * PAGE, dtype=torch.int32, device=DEV)
-    wrapper.plan(metadata=mla.MLAPlanMetadata.csr(qo, kv_indptr, kv_indices, kv_len), num_heads=HEADS,
-                 head_dim_ckv=CKV, head_dim_kpe=KPE, page_size=PAGE, causal=True, sm_scale=0.07,
-                 q_data_type=BF16, kv_data_type=BF16, query_layout="split", kv_cache_layout="split")
+    wrapper.plan(
+        metadata=mla.MLAPlanMetadata.csr(qo, kv_indptr, kv_indices, kv_len),
+        num_heads=HEADS,
+        head_dim_ckv=CKV,
+        head_dim_kpe=KPE,
+        page_size=PAGE,
+        causal=True,
+        sm_scale=0.07,
+        q_data_type=BF16,
+        kv_data_type=BF16,
+        query_layout="split",
+        kv_cache_layout="split",
+    )
 
 
 def main() -> int:
@@ -37,12 +47,15 @@ def main() -> int:
     q_nope = torch.randn(REQS * Q, HEADS, CKV, dtype=BF16, device=DEV)
     q_pe = torch.randn(REQS * Q, HEADS, KPE, dtype=BF16, device=DEV)
     out = torch.zeros_like(q_nope)
-    bufs = dict(qo_indptr=torch.zeros(REQS + 1, dtype=torch.int32, device=DEV),
-                kv_indptr=torch.zeros(REQS + 1, dtype=torch.int32, device=DEV),
-                kv_indices=torch.zeros(REQS * PAGES, dtype=torch.int32, device=DEV),
-                kv_len_arr=torch.zeros(REQS, dtype=torch.int32, device=DEV))
-    graphed = mla.BatchMLAPagedAttentionWrapper(torch.zeros(64 << 20, dtype=torch.uint8, device=DEV),
-                                                use_cuda_graph=True, backend="fa2", **bufs)
+    bufs = dict(
+        qo_indptr=torch.zeros(REQS + 1, dtype=torch.int32, device=DEV),
+        kv_indptr=torch.zeros(REQS + 1, dtype=torch.int32, device=DEV),
+        kv_indices=torch.zeros(REQS * PAGES, dtype=torch.int32, device=DEV),
+        kv_len_arr=torch.zeros(REQS, dtype=torch.int32, device=DEV),
+    )
+    graphed = mla.BatchMLAPagedAttentionWrapper(
+        torch.zeros(64 << 20, dtype=torch.uint8, device=DEV), use_cuda_graph=True, backend="fa2", **bufs
+    )
     plan(graphed, Q)  # the capture batch: 8 query rows per request
     captured = list(graphed._planned_backend._plan_info)[:2]
     run = lambda: graphed.run(query=(q_nope, q_pe), kv_cache=(ckv, kpe), out=out)  # noqa: E731
@@ -52,7 +65,9 @@ def main() -> int:
     with torch.cuda.graph(g):
         run()
     plan(graphed, 1)  # a decode step: one row per request (rows past REQS are not read)
-    print(f"grid captured (num_blks_x, num_blks_y): {captured}; needed: {list(graphed._planned_backend._plan_info)[:2]}")
+    print(
+        f"grid captured (num_blks_x, num_blks_y): {captured}; needed: {list(graphed._planned_backend._plan_info)[:2]}"
+    )
     eager = mla.BatchMLAPagedAttentionWrapper(torch.zeros(64 << 20, dtype=torch.uint8, device=DEV), backend="fa2")
     plan(eager, 1)
     want = eager.run(query=(q_nope[:REQS], q_pe[:REQS]), kv_cache=(ckv, kpe))

@@ -36,17 +36,31 @@ class MyDecode(Decode):
     def make_wrapper(self, size: int) -> Any:
         """What the engine builds per graph size: the index buffers are slices of the ones from setup()."""
         return self.lib.BatchDecodeWithPagedKVCacheWrapper(
-            self.workspace, "NHD", use_cuda_graph=True, use_tensor_cores=True,
-            paged_kv_indptr_buffer=self.kv_indptr[:size + 1], paged_kv_indices_buffer=self.kv_indices,
-            paged_kv_last_page_len_buffer=self.last_page_len[:size])
+            self.workspace,
+            "NHD",
+            use_cuda_graph=True,
+            use_tensor_cores=True,
+            paged_kv_indptr_buffer=self.kv_indptr[: size + 1],
+            paged_kv_indices_buffer=self.kv_indices,
+            paged_kv_last_page_len_buffer=self.last_page_len[:size],
+        )
 
     def split_options(self) -> dict:
         return {"disable_split_kv": True}
 
     def plan(self, wrapper: Any, lay: Layout) -> None:
-        wrapper.plan(lay.kv_indptr, lay.kv_indices, lay.last_page_len, self.num_qo_heads, self.num_kv_heads,
-                     self.head_dim, self.spec.block_size, q_data_type=self.dtype, kv_data_type=self.dtype,
-                     **self.split_options())
+        wrapper.plan(
+            lay.kv_indptr,
+            lay.kv_indices,
+            lay.last_page_len,
+            self.num_qo_heads,
+            self.num_kv_heads,
+            self.head_dim,
+            self.spec.block_size,
+            q_data_type=self.dtype,
+            kv_data_type=self.dtype,
+            **self.split_options(),
+        )
 
 
 class MyDecodeFixedSplit(MyDecode):

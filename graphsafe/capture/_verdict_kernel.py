@@ -26,6 +26,7 @@ def _count_pair(g_ptr, e_ptr, n, out_ptr, rtol, atol, MODE: tl.constexpr, BLOCK:
         bad = tl.where(inside & (ok == 0), 1, 0)
         tl.atomic_add(out_ptr, tl.sum(bad, axis=0).to(tl.int64))
 
+
 # One kernel per number of places (1, 2, 4): a launch's host time grows with its arguments (on an H100
 # host a one-pair launch of the four-place kernel cost 68 us, of a one-place kernel 27 us), and most steps
 # compare one or two pairs.  One pair per program row (axis 1); MODE -1: no pair in that place.  Lengths are
@@ -36,8 +37,24 @@ def _count_bad1(out_ptr, g0, e0, n0, r0, a0, M0: tl.constexpr, BLOCK: tl.constex
 
 
 @triton.jit
-def _two_places(pair, FIRST: tl.constexpr, out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1,
-                M0: tl.constexpr, M1: tl.constexpr, BLOCK: tl.constexpr):
+def _two_places(
+    pair,
+    FIRST: tl.constexpr,
+    out_ptr,
+    g0,
+    e0,
+    n0,
+    r0,
+    a0,
+    g1,
+    e1,
+    n1,
+    r1,
+    a1,
+    M0: tl.constexpr,
+    M1: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     # places FIRST and FIRST + 1 of a launch: the program row ``pair`` counts its own
     if M0 >= 0:
         if pair == FIRST:
@@ -48,14 +65,41 @@ def _two_places(pair, FIRST: tl.constexpr, out_ptr, g0, e0, n0, r0, a0, g1, e1, 
 
 
 @triton.jit(do_not_specialize=["n0", "n1"])
-def _count_bad2(out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1,
-                M0: tl.constexpr, M1: tl.constexpr, BLOCK: tl.constexpr):
+def _count_bad2(
+    out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, M0: tl.constexpr, M1: tl.constexpr, BLOCK: tl.constexpr
+):
     _two_places(tl.program_id(1), 0, out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, M0, M1, BLOCK)
 
 
 @triton.jit(do_not_specialize=["n0", "n1", "n2", "n3"])
-def _count_bad4(out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, g2, e2, n2, r2, a2, g3, e3, n3, r3, a3,
-                M0: tl.constexpr, M1: tl.constexpr, M2: tl.constexpr, M3: tl.constexpr, BLOCK: tl.constexpr):
+def _count_bad4(
+    out_ptr,
+    g0,
+    e0,
+    n0,
+    r0,
+    a0,
+    g1,
+    e1,
+    n1,
+    r1,
+    a1,
+    g2,
+    e2,
+    n2,
+    r2,
+    a2,
+    g3,
+    e3,
+    n3,
+    r3,
+    a3,
+    M0: tl.constexpr,
+    M1: tl.constexpr,
+    M2: tl.constexpr,
+    M3: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     pair = tl.program_id(1)
     _two_places(pair, 0, out_ptr, g0, e0, n0, r0, a0, g1, e1, n1, r1, a1, M0, M1, BLOCK)
     _two_places(pair, 2, out_ptr, g2, e2, n2, r2, a2, g3, e3, n3, r3, a3, M2, M3, BLOCK)

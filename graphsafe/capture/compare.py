@@ -11,66 +11,32 @@ KV caches.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
 from ..contract import Batch, CaptureSpec
 from ..findings import Mismatch
 from . import gpu_verdict
+from .tolerance import Tolerance, reorder_tolerances, tolerances
 
-__all__ = ["Tolerance", "Comparator", "tolerances", "reorder_tolerances", "compare", "compare_many", "verdicts",
-           "identical", "piece_elems", "Locator", "WHOLE_BELOW"]
+__all__ = [
+    "Tolerance",
+    "Comparator",
+    "tolerances",
+    "reorder_tolerances",
+    "compare",
+    "compare_many",
+    "verdicts",
+    "identical",
+    "piece_elems",
+    "Locator",
+    "WHOLE_BELOW",
+]
 
-
-@dataclass(frozen=True)
-class Tolerance:
-    """How close graph and eager must be: ``rtol``/``atol`` (None: ``torch.testing.assert_close``'s
-    default for the dtype), or ``bitwise`` equality (NaN equals NaN).
-
-    Example::
-
-        graphsafe.check(MyBackend, tolerance=graphsafe.Tolerance(bitwise=True))
-    """
-
-    rtol: float | None = None
-    atol: float | None = None
-    bitwise: bool = False
-
-    @property
-    def is_default(self) -> bool:
-        return self == Tolerance()
-
-# (rtol, atol) per dtype, as torch.testing.assert_close uses by default.
-_TOL = {
-    torch.float64: (1e-7, 1e-7),
-    torch.float32: (1.3e-6, 1e-5),
-    torch.float16: (1e-3, 1e-5),
-    torch.bfloat16: (1.6e-2, 1e-5),
-}
 
 Locator = Callable[[int], dict]  # flat row index -> {"request": r, "token": t} (or other coordinates)
-
-
-# (rtol, atol) per dtype that a reordered reduction (another split count, another block order) stays within
-_REORDER = {
-    torch.float64: (1e-6, 1e-7),
-    torch.float32: (2e-4, 2e-5),
-    torch.float16: (1e-2, 1e-3),
-    torch.bfloat16: (5e-2, 1e-2),
-}
-
-
-def reorder_tolerances(dtype: torch.dtype) -> tuple[float, float]:
-    """How far a reordered reduction may move a result of ``dtype``: wider than the default tolerance."""
-    return _REORDER.get(dtype, (5e-2, 1e-2) if dtype.is_floating_point else (0.0, 0.0))
-
-
-def tolerances(dtype: torch.dtype, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
-    """Default (rtol, atol) for ``dtype``; fp8 and other narrow floats compare with bf16's."""
-    r, a = _TOL.get(dtype, (1.6e-2, 1e-5) if dtype.is_floating_point else (0.0, 0.0))
-    return (r if rtol is None else rtol, a if atol is None else atol)
 
 
 def _close(g: torch.Tensor, e: torch.Tensor, rtol: float, atol: float, bitwise: bool) -> torch.Tensor:
@@ -110,8 +76,12 @@ class _Piece:
 
     def same(self) -> bool:
         """Cheap proof of equality on the CPU (a GPU verdict stays on the device instead)."""
-        return (self.g.device.type == "cpu" and self.e.device.type == "cpu" and self.g.dtype == self.e.dtype
-                and torch.equal(self.g, self.e))
+        return (
+            self.g.device.type == "cpu"
+            and self.e.device.type == "cpu"
+            and self.g.dtype == self.e.dtype
+            and torch.equal(self.g, self.e)
+        )
 
 
 def _pieces(g: torch.Tensor, e: torch.Tensor, rows: torch.Tensor | None = None) -> Iterator[_Piece]:
@@ -125,20 +95,25 @@ def _pieces(g: torch.Tensor, e: torch.Tensor, rows: torch.Tensor | None = None) 
     if rows is not None:
         rows = rows.to(g.device)
         for i in range(0, rows.numel(), per):
-            idx = rows[i:i + per]
-            yield _Piece(g.index_select(0, idx).reshape(-1), e.index_select(0, idx.to(e.device)).reshape(-1).to(g.device),
-                         rows=idx, row=row)
+            idx = rows[i : i + per]
+            yield _Piece(
+                g.index_select(0, idx).reshape(-1),
+                e.index_select(0, idx.to(e.device)).reshape(-1).to(g.device),
+                rows=idx,
+                row=row,
+            )
     elif g.is_contiguous() and e.is_contiguous():
         gf, ef = g.view(-1), e.view(-1)
         for s in range(0, gf.numel(), n):
-            yield _Piece(gf[s:s + n], ef[s:s + n].to(g.device), base=s)
+            yield _Piece(gf[s : s + n], ef[s : s + n].to(g.device), base=s)
     else:
         for r in range(0, g.shape[0], per):
-            yield _Piece(g[r:r + per].reshape(-1), e[r:r + per].reshape(-1).to(g.device), base=r * row)
+            yield _Piece(g[r : r + per].reshape(-1), e[r : r + per].reshape(-1).to(g.device), base=r * row)
 
 
-def _verdict(g: torch.Tensor, e: torch.Tensor, rtol: float, atol: float, bitwise: bool,
-             rows: torch.Tensor | None = None) -> torch.Tensor:
+def _verdict(
+    g: torch.Tensor, e: torch.Tensor, rtol: float, atol: float, bitwise: bool, rows: torch.Tensor | None = None
+) -> torch.Tensor:
     """A boolean on ``g``'s device: every (compared) element close.  Nothing read back to the host."""
     if rows is None and _Piece(g, e).same():  # one pass over a CPU tensor that is equal (the usual case)
         return torch.ones((), dtype=torch.bool)
@@ -168,8 +143,11 @@ def compare(
     """
     if graph.shape != eager.shape:
         return Mismatch(
-            tensor=name, count=max(graph.numel(), eager.numel()), total=max(graph.numel(), eager.numel()),
-            max_abs=float("inf"), max_rel=float("inf"),
+            tensor=name,
+            count=max(graph.numel(), eager.numel()),
+            total=max(graph.numel(), eager.numel()),
+            max_abs=float("inf"),
+            max_rel=float("inf"),
             first=[{"note": f"shape {tuple(graph.shape)} (graph) vs {tuple(eager.shape)} (eager)"}],
         )
     if graph.numel() == 0:
@@ -241,8 +219,9 @@ def identical(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
     """Are ``a`` and ``b`` equal tensor by tensor, value for value (one ``torch.equal`` each)?  True means
     a bitwise comparison finds nothing; False (a NaN, any difference) means: compare them.  For pairs that
     are almost always equal (two replays of one batch) this is the cheap first question."""
-    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and torch.equal(x, y)
-                                    for x, y in zip(a, b))
+    return len(a) == len(b) and all(
+        x.shape == y.shape and x.dtype == y.dtype and torch.equal(x, y) for x, y in zip(a, b)
+    )
 
 
 #: pairs of at most this many elements are compared together on a GPU (one closeness test per kind of
@@ -278,7 +257,9 @@ def verdicts(items: Sequence[tuple], bitwise: bool = False) -> list[bool]:
             continue
         if rows is None and g.numel() <= FUSE_BELOW and (g.device.type != "cpu" or FUSE_ON_CPU):
             kind = "exact" if not g.dtype.is_floating_point else "bitwise" if bitwise else "close"
-            groups.setdefault((g.device, kind, r if kind == "close" else 0.0, a if kind == "close" else 0.0), []).append(i)
+            groups.setdefault(
+                (g.device, kind, r if kind == "close" else 0.0, a if kind == "close" else 0.0), []
+            ).append(i)
         else:
             out[i] = _verdict(g, e, r, a, bitwise, rows)
     for (device, kind, r, a), idx in groups.items():
@@ -295,7 +276,7 @@ def verdicts(items: Sequence[tuple], bitwise: bool = False) -> list[bool]:
             close = gs == es
         start = 0
         for i, (g, _) in zip(idx, flat):
-            out[i] = close[start:start + g.numel()].all()
+            out[i] = close[start : start + g.numel()].all()
             start += g.numel()
     rest = [i for i in range(len(items)) if out[i] is not None]
     device = out[rest[0]].device
@@ -362,17 +343,30 @@ class Comparator:
 
         return loc
 
-    def outputs(self, a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], batch: Batch, *,
-                bitwise: bool | None = None) -> list[Mismatch]:
+    def outputs(
+        self, a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], batch: Batch, *, bitwise: bool | None = None
+    ) -> list[Mismatch]:
         """Live outputs ``a`` against ``b`` (``bitwise`` overrides the tolerance's)."""
         rows = self.rows(batch)
         t = self.tolerance
-        return compare_many([(f"output[{i}]", x, y, rows) for i, (x, y) in enumerate(zip(a, b))],
-                            rtol=t.rtol, atol=t.atol, bitwise=t.bitwise if bitwise is None else bitwise)
+        return compare_many(
+            [(f"output[{i}]", x, y, rows) for i, (x, y) in enumerate(zip(a, b))],
+            rtol=t.rtol,
+            atol=t.atol,
+            bitwise=t.bitwise if bitwise is None else bitwise,
+        )
 
-    def step(self, live_a: Sequence[torch.Tensor], live_b: Sequence[torch.Tensor], static_a: dict[str, torch.Tensor],
-             static_b: dict[str, torch.Tensor], batch: Batch, region: torch.Tensor | None = None, *,
-             reorder: bool = False) -> list[Mismatch]:
+    def step(
+        self,
+        live_a: Sequence[torch.Tensor],
+        live_b: Sequence[torch.Tensor],
+        static_a: dict[str, torch.Tensor],
+        static_b: dict[str, torch.Tensor],
+        batch: Batch,
+        region: torch.Tensor | None = None,
+        *,
+        reorder: bool = False,
+    ) -> list[Mismatch]:
         """One step: live outputs, then static tensors (paged caches only in ``region`` when given),
         every verdict read back at once; with ``reorder``, at the wider tolerance a reordered reduction
         stays within."""
@@ -381,24 +375,52 @@ class Comparator:
         out = self._compare(pairs + self._static_pairs(static_a, static_b, batch, region), reorder)
         if len(live_a) != len(live_b):
             at = sum(1 for m in out if m.tensor.startswith("output["))
-            out.insert(at, Mismatch("outputs", 1, 1, float("inf"), float("inf"),
-                                    [{"note": f"{len(live_a)} outputs (graph) vs {len(live_b)} (eager)"}]))
+            out.insert(
+                at,
+                Mismatch(
+                    "outputs",
+                    1,
+                    1,
+                    float("inf"),
+                    float("inf"),
+                    [{"note": f"{len(live_a)} outputs (graph) vs {len(live_b)} (eager)"}],
+                ),
+            )
         return out
 
-    def statics(self, static_a: dict[str, torch.Tensor], static_b: dict[str, torch.Tensor], batch: Batch) -> list[Mismatch]:
+    def statics(
+        self, static_a: dict[str, torch.Tensor], static_b: dict[str, torch.Tensor], batch: Batch
+    ) -> list[Mismatch]:
         """Whole paged caches (in pieces), at the end of an example whose steps compared only their regions;
         every other static tensor was compared whole at each step."""
         pairs = self._static_pairs(static_a, static_b, batch, None)
         return self._compare([p for p in pairs if self.paged(p[1])])
 
-    def _static_pairs(self, static_a: dict[str, torch.Tensor], static_b: dict[str, torch.Tensor], batch: Batch,
-                      region: torch.Tensor | None) -> list[tuple]:
-        return [(f"static[{name!r}]", a, static_b[name], self.blocks(batch, a),
-                 region if region is not None and self.paged(a) else None)
-                for name, a in static_a.items() if name in static_b]
+    def _static_pairs(
+        self,
+        static_a: dict[str, torch.Tensor],
+        static_b: dict[str, torch.Tensor],
+        batch: Batch,
+        region: torch.Tensor | None,
+    ) -> list[tuple]:
+        return [
+            (
+                f"static[{name!r}]",
+                a,
+                static_b[name],
+                self.blocks(batch, a),
+                region if region is not None and self.paged(a) else None,
+            )
+            for name, a in static_a.items()
+            if name in static_b
+        ]
 
     def _compare(self, pairs: list[tuple], reorder: bool = False) -> list[Mismatch]:
         t = self.tolerance
         if reorder:  # each pair at its own dtype's reordering tolerance
-            return [m for p in pairs for m in compare_many([p], **dict(zip(("rtol", "atol"), reorder_tolerances(p[2].dtype))))]
+            return [
+                m
+                for p in pairs
+                for m in compare_many([p], **dict(zip(("rtol", "atol"), reorder_tolerances(p[2].dtype))))
+            ]
         return compare_many(pairs, rtol=t.rtol, atol=t.atol, bitwise=t.bitwise)

@@ -31,8 +31,10 @@ def live_rows(target: Target, outputs: torch.Tensor | tuple[torch.Tensor, ...], 
     if isinstance(live, torch.Tensor):
         live = (live,)
     if not isinstance(live, tuple) or not all(isinstance(t, torch.Tensor) for t in live):
-        raise ContractError(f"{type(target).__name__}.live() must return a tensor or a tuple of tensors (the "
-                            f"structure forward() returned), got {type(live).__name__}")
+        raise ContractError(
+            f"{type(target).__name__}.live() must return a tensor or a tuple of tensors (the "
+            f"structure forward() returned), got {type(live).__name__}"
+        )
     for t in live:
         if t.dim() == 0 or t.shape[0] != batch.num_tokens and type(target).live is Target.live:
             raise ContractError(
@@ -68,7 +70,7 @@ class LearnedWrites:
     pairs: set = field(default_factory=set)
     kernels: set = field(default_factory=set)
 
-    def copy(self) -> "LearnedWrites":
+    def copy(self) -> LearnedWrites:
         return LearnedWrites(set(self.pairs), set(self.kernels))
 
 

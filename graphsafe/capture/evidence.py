@@ -23,8 +23,8 @@ from ..engines.recording import Launch, Override, Recorder, TensorArg
 from ..findings import Mismatch
 from .context import StepContext, live_rows
 from .ledger import PrepareLedger, fill_other, fill_zero, poison_floats, prepare_calls, prepare_writes, storages_of
-from .session import call_target
 from .regions import byte_region, region_name, tensor_args, written_args
+from .session import call_target
 from .statewalk import byte_view, paths_by_storage, storage_key, walk
 from .statics import SavedStatics, randomise_static, static_dict, static_keys
 
@@ -63,7 +63,7 @@ class ScratchRun:
 
 #: per graph (its recording), what :func:`carried_inputs` found for each buffer: a property of the graph, so
 #: the examples and shrinks that fail on one graph ask once
-_CARRIED: "weakref.WeakKeyDictionary[Recorder, dict[int, bool]]" = weakref.WeakKeyDictionary()
+_CARRIED: weakref.WeakKeyDictionary[Recorder, dict[int, bool]] = weakref.WeakKeyDictionary()
 
 
 def carried_inputs(ctx: StepContext, keys: list[int]) -> list[int]:
@@ -140,8 +140,12 @@ class Evidence:
         s, o = led.step.region(key, lo, hi), led.other.region(key, lo, hi)
         if s is None and o is None:
             return False
-        if s is not None and o is not None and torch.equal(s, o) and torch.equal(
-                led.step.value[key][lo:hi][s], led.other.value[key][lo:hi][o]):
+        if (
+            s is not None
+            and o is not None
+            and torch.equal(s, o)
+            and torch.equal(led.step.value[key][lo:hi][s], led.other.value[key][lo:hi][o])
+        ):
             return True
         return led.holds(key, self.as_replayed[key], lo, hi)
 
@@ -161,8 +165,14 @@ class Evidence:
         for la, lb in zip(graph, eager):
             for name, v in la.args.items():
                 w = lb.args.get(name)
-                if not (isinstance(v, TensorArg) and v.key == key and byte_region(v) == (lo, hi)
-                        and isinstance(w, TensorArg) and w.shape == v.shape and w.dtype == v.dtype):
+                if not (
+                    isinstance(v, TensorArg)
+                    and v.key == key
+                    and byte_region(v) == (lo, hi)
+                    and isinstance(w, TensorArg)
+                    and w.shape == v.shape
+                    and w.dtype == v.dtype
+                ):
                     continue
                 for path in (run.paths or {}).get(w.key, []):
                     t = run.buffers_after_prepare.get(path)
@@ -191,8 +201,9 @@ class Evidence:
             at[path] = t
         return views, at
 
-    def name(self, key: int, lo: int | None = None, hi: int | None = None, arg: TensorArg | None = None,
-             exact: bool = False) -> str:
+    def name(
+        self, key: int, lo: int | None = None, hi: int | None = None, arg: TensorArg | None = None, exact: bool = False
+    ) -> str:
         """A buffer's name: the view ``arg`` if a path holds exactly it, else its paths at capture, narrowed to
         ``[lo, hi)`` when that is only part of the storage (its leading rows too when ``exact``: one copy of
         a packed double buffer)."""
@@ -202,8 +213,9 @@ class Evidence:
         paths = self.ctx.info.paths.get(key, [])
         if not paths:
             return f"<unreachable buffer at {hex(key)}>"
-        whole = sorted((p for p in paths if p in at and storage_key(at[p]) == key),
-                       key=lambda p: -at[p].numel())  # the path that spans the most of the storage
+        whole = sorted(
+            (p for p in paths if p in at and storage_key(at[p]) == key), key=lambda p: -at[p].numel()
+        )  # the path that spans the most of the storage
         if lo is None or not whole or (not exact and _leading_rows(at[whole[0]], lo, hi)):
             return ", ".join(paths)  # the whole buffer, or its first rows (a graph of a smaller size reads those)
         return region_name(whole[0], at[whole[0]], lo, hi)
@@ -229,8 +241,11 @@ class Evidence:
         for key, buf in ctx.graph.recording.external.items():
             if key in ctx.session.static_keys or key in info.graph_written or not buf.alive():
                 continue  # (a buffer alive but no longer reachable from the target: nothing this step writes it)
-            stale = [(lo, hi, a) for lo, hi, a in self.read_regions(key)
-                     if not self.wrote_for_batch(key, lo, hi) and not self.eager_reads_the_same(key, lo, hi)]
+            stale = [
+                (lo, hi, a)
+                for lo, hi, a in self.read_regions(key)
+                if not self.wrote_for_batch(key, lo, hi) and not self.eager_reads_the_same(key, lo, hi)
+            ]
             if stale:
                 found[key] = stale
         replay_written = self._replay_writes(set(found))
@@ -240,8 +255,9 @@ class Evidence:
                 continue
             buf = ctx.graph.recording.external[key]
             lo, hi, arg = regions[0]
-            if self._warmup_wrote(key, lo, hi) or (any(key in i.warmup_written for i in infos)
-                                                   and not any(key in i.prepare_written for i in infos)):
+            if self._warmup_wrote(key, lo, hi) or (
+                any(key in i.warmup_written for i in infos) and not any(key in i.prepare_written for i in infos)
+            ):
                 origin = "warmup-only"
             elif any(key in i.prepare_written for i in infos):
                 origin = "earlier-prepare"
@@ -249,11 +265,22 @@ class Evidence:
                 origin = "never-written"
             led = self.ledger
             packed = led.step.region(key) is not None and led.other.region(key) is not None  # both copies in it
-            names = list(dict.fromkeys(self.name(key, a, b, v, exact=packed and led.alternating(key, a, b))
-                                       for a, b, v in regions))
-            out.append(ReadOrigin(key, ", ".join(names), origin, "float" in buf.dtype,
-                                  alternate=led.alternating(key, lo, hi), stale=led.written(key, lo, hi),
-                                  region=(lo, hi)))
+            names = list(
+                dict.fromkeys(
+                    self.name(key, a, b, v, exact=packed and led.alternating(key, a, b)) for a, b, v in regions
+                )
+            )
+            out.append(
+                ReadOrigin(
+                    key,
+                    ", ".join(names),
+                    origin,
+                    "float" in buf.dtype,
+                    alternate=led.alternating(key, lo, hi),
+                    stale=led.written(key, lo, hi),
+                    region=(lo, hi),
+                )
+            )
         return out
 
     def _replay_writes(self, keys: set[int]) -> set[int]:
@@ -288,13 +315,19 @@ class Evidence:
 
         def copy_at(o: int) -> bool:  # does this step's call write those values at offset o?
             got = step.region(key, o, o + hi - lo)
-            return (got is not None and torch.equal(got, want)
-                    and torch.equal(step.value[key][o:o + hi - lo][got], other.value[key][lo:hi][want]))
+            return (
+                got is not None
+                and torch.equal(got, want)
+                and torch.equal(step.value[key][o : o + hi - lo][got], other.value[key][lo:hi][want])
+            )
 
         width = hi - lo
         if read.alternate and want is not None:
-            out += [self.name(key, o, o + width, exact=True) for o in range(lo % width, size - width + 1, width)
-                    if o != lo and copy_at(o)][:1]
+            out += [
+                self.name(key, o, o + width, exact=True)
+                for o in range(lo % width, size - width + 1, width)
+                if o != lo and copy_at(o)
+            ][:1]
         shape = {_INDEX.sub("[]", p) for p in self.ctx.info.paths.get(key, [])}
         for k, paths in paths_by_storage(self.ctx.session.target).items():
             if k != key and k in step.mask and any(_INDEX.sub("[]", p) in shape for p in paths):
@@ -310,10 +343,12 @@ class Evidence:
         run = self.scratch
         cap = [launch for launch in ctx.info.launches if launch.device_work]
         eager = [launch for launch in run.launches if launch.device_work]
-        sm = difflib.SequenceMatcher(a=[(x.kind, x.name) for x in cap], b=[(x.kind, x.name) for x in eager], autojunk=False)
+        sm = difflib.SequenceMatcher(
+            a=[(x.kind, x.name) for x in cap], b=[(x.kind, x.name) for x in eager], autojunk=False
+        )
         out: list[str] = []
         for i, j, n in sm.get_matching_blocks():
-            for a, b in zip(cap[i:i + n], eager[j:j + n]):
+            for a, b in zip(cap[i : i + n], eager[j : j + n]):
                 for arg, v in a.args.items():
                     w = b.args.get(arg)
                     if not (isinstance(v, TensorArg) and isinstance(w, TensorArg) and v.key == key):
@@ -324,8 +359,9 @@ class Evidence:
         return out
 
     # -- the same padded steps, eagerly, without graphs -------------------------------
-    def _scratch(self, history: bool, padded: bool = True, overrides: tuple[Override, ...] = (),
-                 keep_static: bool = False) -> ScratchRun:
+    def _scratch(
+        self, history: bool, padded: bool = True, overrides: tuple[Override, ...] = (), keep_static: bool = False
+    ) -> ScratchRun:
         ctx = self.ctx
         inst = ctx.target_cls()
         call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)

@@ -17,7 +17,7 @@ caller's to compare with torch (:func:`usable`).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -70,7 +70,7 @@ def count_bad(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float, float, bo
         args: list = []
         modes: list[int] = []
         longest = 0
-        for g, e, rtol, atol, bitwise in pairs[base:base + GROUP]:
+        for g, e, rtol, atol, bitwise in pairs[base : base + GROUP]:
             n = g.numel()
             if not (g.is_contiguous() and e.is_contiguous()):  # the kernel reads flat memory
                 g, e = g.reshape(-1), e.reshape(-1)
@@ -85,7 +85,7 @@ def count_bad(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float, float, bo
         while len(modes) < places:  # the places left empty: any tensor, never read
             args += [out, out, 0, 0.0, 0.0]
             modes.append(-1)
-        kernels[places][(-(-longest // _BLOCK), places)](out[base:] if base else out, *args,
-                                                         **dict(zip(_MODES, modes)), BLOCK=_BLOCK,
-                                                         enable_fp_fusion=False)
+        kernels[places][(-(-longest // _BLOCK), places)](
+            out[base:] if base else out, *args, **dict(zip(_MODES, modes)), BLOCK=_BLOCK, enable_fp_fusion=False
+        )
     return out

@@ -14,16 +14,29 @@ only on alternate calls is not hidden by the union of all calls.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 
 from . import gpu_verdict
-from .statewalk import byte_view, storage_key, tensors, typed_view
+from .statewalk import byte_view, tensors, typed_view
 
-__all__ = ["Snapshot", "storages_of", "differ", "prepare_writes", "poison_floats", "float_bytes", "poison_bytes", "Writes", "PrepareLedger",
-           "prepare_calls", "fill_zero", "fill_other"]
+__all__ = [
+    "Snapshot",
+    "storages_of",
+    "differ",
+    "prepare_writes",
+    "poison_floats",
+    "float_bytes",
+    "poison_bytes",
+    "Writes",
+    "PrepareLedger",
+    "prepare_calls",
+    "fill_zero",
+    "fill_other",
+]
 
 
 def storages_of(root: Any, exclude: set[int]) -> dict[int, torch.Tensor]:

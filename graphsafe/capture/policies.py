@@ -20,8 +20,9 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..contract import CAPTURE_SEED, Batch, CaptureSpec, Support
 from ..errors import ContractError, UsageError
@@ -58,8 +59,9 @@ class CapturePolicy:
         """This policy's capture batch for a graph of ``size`` slots, checked against ``spec``."""
         batch = self.batch(spec, support, size)
         if not isinstance(batch, Batch):
-            raise ContractError(f"capture function returned {type(batch).__name__} for size {size}; "
-                                "return a graphsafe.Batch")
+            raise ContractError(
+                f"capture function returned {type(batch).__name__} for size {size}; return a graphsafe.Batch"
+            )
         batch = batch.padded(size) if batch.num_slots < size else batch
         if batch.num_slots != size:
             raise ContractError(f"capture function returned a batch of {batch.num_slots} slots for size {size}")
@@ -68,12 +70,17 @@ class CapturePolicy:
 
 
 POLICIES: dict[str, CapturePolicy] = {
-    "worst": CapturePolicy("worst", _worst, describe="worst-case batches (every slot at the longest lengths), "
-                                                     "sizes largest first"),
-    "ascending": CapturePolicy("ascending", _worst, ascending=True,
-                               describe="worst-case batches, sizes smallest first"),
-    "minimal": CapturePolicy("minimal", _minimal, describe="minimal dummy batches (query length 1, the shortest "
-                                                           "sequences), sizes largest first"),
+    "worst": CapturePolicy(
+        "worst", _worst, describe="worst-case batches (every slot at the longest lengths), sizes largest first"
+    ),
+    "ascending": CapturePolicy(
+        "ascending", _worst, ascending=True, describe="worst-case batches, sizes smallest first"
+    ),
+    "minimal": CapturePolicy(
+        "minimal",
+        _minimal,
+        describe="minimal dummy batches (query length 1, the shortest sequences), sizes largest first",
+    ),
     "drawn": CapturePolicy("drawn", None, describe="batches drawn for each example, one graph each"),
 }
 
@@ -87,16 +94,20 @@ def resolve_capture(value: Any) -> tuple[CapturePolicy, ...]:
         return tuple(POLICIES[n] for n in EXPLORE)
     if callable(value) and not isinstance(value, str):
         name = getattr(value, "__qualname__", "custom")
-        return (CapturePolicy(f"custom:{name}", lambda spec, support, size: value(size),
-                              describe=f"the batches {name}(size) returns"),)
+        return (
+            CapturePolicy(
+                f"custom:{name}", lambda spec, support, size: value(size), describe=f"the batches {name}(size) returns"
+            ),
+        )
     names: Sequence[str] = [value] if isinstance(value, str) else list(value)
     out = []
     for n in names:
         if n == "explore":
             out.extend(POLICIES[m] for m in EXPLORE if POLICIES[m] not in out)
         elif n not in POLICIES:
-            raise UsageError(f"unknown capture policy {n!r}; choose explore, {', '.join(POLICIES)}, "
-                             "or pass a function size -> Batch")
+            raise UsageError(
+                f"unknown capture policy {n!r}; choose explore, {', '.join(POLICIES)}, or pass a function size -> Batch"
+            )
         elif POLICIES[n] not in out:
             out.append(POLICIES[n])
     if not out:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -106,8 +107,9 @@ class CaptureSession:
             self.pool = engine.new_pool()
             support = support if support is not None else Support(getattr(target_cls, "support", Target.support))
             for size in sorted(self.sizes, reverse=not policy.ascending):
-                batch = (capture_batch.padded(size) if capture_batch is not None
-                         else policy.batch_for(spec, support, size))
+                batch = (
+                    capture_batch.padded(size) if capture_batch is not None else policy.batch_for(spec, support, size)
+                )
                 try:
                     self._capture(size, batch)
                 except TargetRaised:
@@ -135,8 +137,10 @@ class CaptureSession:
         now = storages_of(g, self.static_keys)
         prepare_written = before.changed() | (set(now) - set(before.tensors))
         pre_warm = Snapshot(now)
-        wrec = call_target("forward() (warm-up)", lambda: eng.warmup(
-            g.forward, skip_keys=self.static_keys, known=self._learned.kernels))
+        wrec = call_target(
+            "forward() (warm-up)",
+            lambda: eng.warmup(g.forward, skip_keys=self.static_keys, known=self._learned.kernels),
+        )
         self._learned.pairs |= wrec.kernel_writes
         self._learned.kernels |= wrec.learned_kernels
         wrec.kernel_writes |= self._learned.pairs
@@ -154,7 +158,9 @@ class CaptureSession:
                 continue
             for name, v in launch.args.items():
                 if (launch.name, name) in wrec.kernel_writes:
-                    graph_written.update(t.key for t in (v if isinstance(v, tuple) else (v,)) if isinstance(t, TensorArg))
+                    graph_written.update(
+                        t.key for t in (v if isinstance(v, tuple) else (v,)) if isinstance(t, TensorArg)
+                    )
         self.notes.extend(n for n in rec.notes if n not in self.notes)
         self.graphs[size] = graph
         self.infos[size] = CaptureInfo(
@@ -179,16 +185,25 @@ class CaptureSession:
         for info in self.infos.values():
             written |= info.prepare_written | info.warmup_written | info.graph_written
         read = {k for graph in self.graphs.values() for k, b in graph.recording.external.items() if b.alive()}
-        candidates = {k: t for k, t in storages_of(self.target, self.static_keys).items()
-                      if k in read and k not in written and t.dtype.is_floating_point}
+        candidates = {
+            k: t
+            for k, t in storages_of(self.target, self.static_keys).items()
+            if k in read and k not in written and t.dtype.is_floating_point
+        }
         if candidates:  # a prepare() that rewrites an equal value looks unwritten by content: ask it twice
-            candidates = {k: t for k, t in candidates.items()
-                          if k not in prepare_writes(candidates, lambda: call_target("prepare(batch)", self.target.prepare, batch))}
+            candidates = {
+                k: t
+                for k, t in candidates.items()
+                if k
+                not in prepare_writes(candidates, lambda: call_target("prepare(batch)", self.target.prepare, batch))
+            }
         paths = paths_by_storage(self.target)
         self.constant_paths = {paths[k][0]: t for k, t in candidates.items() if paths.get(k)}
         if candidates:
-            self.notes.append("treated as constants (written by setup() only, never by prepare() or forward()): "
-                              + ", ".join(sorted(self.constant_paths)))
+            self.notes.append(
+                "treated as constants (written by setup() only, never by prepare() or forward()): "
+                + ", ".join(sorted(self.constant_paths))
+            )
         return set(candidates)
 
     def share_constants(self, other: Any) -> set[int]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -46,8 +47,22 @@ def typed_view(t: torch.Tensor) -> torch.Tensor:
 # values, (_SEQ) its items, (_MODULE) an nn.Module's parameters, buffers, children and public attributes,
 # (_DATACLASS) its fields then its other attributes, (_PLAIN) its ``__dict__`` then its ``__slots__``.
 _LEAF, _DICT, _SEQ, _MODULE, _DATACLASS, _PLAIN = range(6)
-_LEAF_TYPES = (str, bytes, int, float, bool, complex, torch.dtype, torch.device, type, types.ModuleType,
-               types.FunctionType, types.MethodType, types.BuiltinFunctionType, type(None))
+_LEAF_TYPES = (
+    str,
+    bytes,
+    int,
+    float,
+    bool,
+    complex,
+    torch.dtype,
+    torch.device,
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+    type(None),
+)
 _KINDS: dict[type, int] = {}
 _FIELDS: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}  # a dataclass's field names, listed once
 _MAX_KINDS = 4096  # types remembered at most (classes made on the fly, in tests say, are not kept alive forever)
@@ -85,10 +100,12 @@ def _items(obj: Any, kind: int) -> list[tuple[Step, Any]]:
         fields = getattr(type(obj), "_fields", None)  # namedtuple
         return [((False, fields[i]), v) if fields else ((True, i), v) for i, v in enumerate(obj)]
     if kind == _MODULE:
-        return [*(((False, n), p) for n, p in obj.named_parameters(recurse=False)),
-                *(((False, n), b) for n, b in obj.named_buffers(recurse=False)),
-                *(((False, n), m) for n, m in obj.named_children()),
-                *(((False, n), v) for n, v in vars(obj).items() if not n.startswith("_"))]
+        return [
+            *(((False, n), p) for n, p in obj.named_parameters(recurse=False)),
+            *(((False, n), b) for n, b in obj.named_buffers(recurse=False)),
+            *(((False, n), m) for n, m in obj.named_children()),
+            *(((False, n), v) for n, v in vars(obj).items() if not n.startswith("_")),
+        ]
     d = getattr(obj, "__dict__", None)
     if kind == _DATACLASS:
         names, known = _FIELDS[type(obj)]
@@ -132,8 +149,9 @@ def tensors(root: Any) -> list[torch.Tensor]:
     return out
 
 
-def walk_steps(root: Any, prefix: str = "self", *, every_path: bool = False, steps: bool = True
-               ) -> Iterator[tuple[str, tuple[Step, ...], torch.Tensor]]:
+def walk_steps(
+    root: Any, prefix: str = "self", *, every_path: bool = False, steps: bool = True
+) -> Iterator[tuple[str, tuple[Step, ...], torch.Tensor]]:
     """Yield ``(path, steps, tensor)`` for every tensor reachable from ``root``; ``steps`` lead from
     ``root`` to the tensor (see :data:`Step`).
 

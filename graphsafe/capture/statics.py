@@ -10,7 +10,8 @@ generated on the tensor's device piece by piece (:func:`graphsafe.values.fill_se
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -49,7 +50,7 @@ def static_dict(target: Target) -> dict[str, torch.Tensor]:
 
 
 # target -> storage keys of its static() tensors already found on it (walked again only when they change)
-_HELD: "weakref.WeakKeyDictionary[Any, frozenset[int]]" = weakref.WeakKeyDictionary()
+_HELD: weakref.WeakKeyDictionary[Any, frozenset[int]] = weakref.WeakKeyDictionary()
 
 
 def _require_held(target: Target, items: dict[str, torch.Tensor], named: bool) -> None:
@@ -118,8 +119,13 @@ class SavedStatics:
     is cloned.
     """
 
-    def __init__(self, statics: dict[str, torch.Tensor], seed: int, region: torch.Tensor | None,
-                 paged: Callable[[torch.Tensor], bool]):
+    def __init__(
+        self,
+        statics: dict[str, torch.Tensor],
+        seed: int,
+        region: torch.Tensor | None,
+        paged: Callable[[torch.Tensor], bool],
+    ):
         self.parts: list[tuple] = []
         for name, t in statics.items():
             if region is not None and paged(t):
@@ -137,14 +143,17 @@ class SavedStatics:
         the CPU a piece that is equal costs one ``torch.equal``; elsewhere every piece's verdict stays on
         the device until one read for all (no synchronisation per piece)."""
         if t.device.type == "cpu" and not ONE_READ_ON_CPU:
-            return {s: flat[s:s + v.numel()].clone() for s, v in cls._expected(t, key)
-                    if not torch.equal(_bits(flat[s:s + v.numel()]), _bits(v))}
+            return {
+                s: flat[s : s + v.numel()].clone()
+                for s, v in cls._expected(t, key)
+                if not torch.equal(_bits(flat[s : s + v.numel()]), _bits(v))
+            }
         spans, flags = [], []
         for s, v in cls._expected(t, key):
             spans.append((s, v.numel()))
-            flags.append((_bits(flat[s:s + v.numel()]) != _bits(v)).any())
+            flags.append((_bits(flat[s : s + v.numel()]) != _bits(v)).any())
         differs = torch.stack(flags).tolist() if flags else []
-        return {s: flat[s:s + n].clone() for (s, n), d in zip(spans, differs) if d}
+        return {s: flat[s : s + n].clone() for (s, n), d in zip(spans, differs) if d}
 
     @staticmethod
     def _expected(t: torch.Tensor, key: int) -> Iterator[tuple[int, torch.Tensor]]:
@@ -163,7 +172,7 @@ class SavedStatics:
                 key, changed = rest
                 flat = t.view(-1)
                 for s, v in self._expected(t, key):
-                    flat[s:s + v.numel()].copy_(changed.get(s, v))
+                    flat[s : s + v.numel()].copy_(changed.get(s, v))
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

@@ -6,5 +6,19 @@ from .audit import AuditResult, audit
 from .options import DEFAULT_EXAMPLES, DEFAULT_STEPS, CheckOptions
 from .targets import expand, lookup, names, resolve_target, target_name, validate_target
 
-__all__ = ["audit", "AuditResult", "run_check", "reproduce", "Progress", "CheckOptions", "DEFAULT_EXAMPLES", "DEFAULT_STEPS",
-           "expand", "lookup", "names", "resolve_target", "target_name", "validate_target"]
+__all__ = [
+    "audit",
+    "AuditResult",
+    "run_check",
+    "reproduce",
+    "Progress",
+    "CheckOptions",
+    "DEFAULT_EXAMPLES",
+    "DEFAULT_STEPS",
+    "expand",
+    "lookup",
+    "names",
+    "resolve_target",
+    "target_name",
+    "validate_target",
+]

@@ -13,8 +13,9 @@ import os
 import re
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -30,8 +31,8 @@ from ..contract import Batch, CaptureSpec, Support, Target
 from ..engines import Engine, get_engine
 from ..errors import ContextBroken, UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
-from .options import CheckOptions
 from .causes import cause_key, group_by_cause
+from .options import CheckOptions
 from .plans import Phase, Plan, drawn_plans, phases, session_plans
 from .steps import ExampleRunner, target_error
 from .targets import resolve_target, validate_target
@@ -58,8 +59,17 @@ class Prepared:
         return f
 
     def runner(self, main: CaptureSession | None, known_writes: LearnedWrites | None = None) -> ExampleRunner:
-        return ExampleRunner(self.cls, self.name, self.spec, self.engine, main, self.enabled,
-                             Comparator(self.spec, self.options.tolerance), known_writes, self.support)
+        return ExampleRunner(
+            self.cls,
+            self.name,
+            self.spec,
+            self.engine,
+            main,
+            self.enabled,
+            Comparator(self.spec, self.options.tolerance),
+            known_writes,
+            self.support,
+        )
 
 
 def prepared(target: Any, options: CheckOptions) -> Prepared:
@@ -71,21 +81,26 @@ def prepared(target: Any, options: CheckOptions) -> Prepared:
     # a failed capture is always reported: without a graph nothing else can be checked
     enabled = options.enabled | {FindingKind.CAPTURE_FAILURE.value}
     support = options.support_for(cls)
-    result = CheckResult(target=name, engine=engine.name, spec=spec, probes=tuple(sorted(options.enabled)),
-                         support=support.name)
+    result = CheckResult(
+        target=name, engine=engine.name, spec=spec, probes=tuple(sorted(options.enabled)), support=support.name
+    )
     if options.support is None and not any("support" in vars(k) for k in cls.__mro__ if k not in (Target, object)):
-        result.notes.append(f"{name} does not set support: checked at the lowest level, Support.{support.name}; "
-                            "declare the level the backend's graphs serve (graphsafe audit tells the highest safe one)")
+        result.notes.append(
+            f"{name} does not set support: checked at the lowest level, Support.{support.name}; "
+            "declare the level the backend's graphs serve (graphsafe audit tells the highest safe one)"
+        )
     return Prepared(cls, name, spec, engine, support, enabled, options, result)
 
 
-def _session(p: Prepared, sizes: tuple[int, ...], policy: CapturePolicy,
-             known_writes: LearnedWrites | None = None) -> CaptureSession | None:
+def _session(
+    p: Prepared, sizes: tuple[int, ...], policy: CapturePolicy, known_writes: LearnedWrites | None = None
+) -> CaptureSession | None:
     """The phase's session, or None with the result's finding set when it could not capture."""
     try:
         with np.errstate(all="ignore"):
-            session = CaptureSession(p.cls, p.spec, p.engine, sizes, policy=policy, known_writes=known_writes,
-                                     support=p.support)
+            session = CaptureSession(
+                p.cls, p.spec, p.engine, sizes, policy=policy, known_writes=known_writes, support=p.support
+            )
     except Exception as e:
         err = as_target_failure(e, "capture (graphsafe's ledger)")
         if err is None:
@@ -158,8 +173,14 @@ def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress],
     p = prepared(target, options)
     sizes = options.sizes_for(p.spec)
     plan = phases(options.policies, options.examples)
-    counter: dict[str, Any] = {"n": 0, "first": {}, "t": {}, "steps": 0, "planned": sum(ph.examples for ph in plan),
-                               "progress": progress}
+    counter: dict[str, Any] = {
+        "n": 0,
+        "first": {},
+        "t": {},
+        "steps": 0,
+        "planned": sum(ph.examples for ph in plan),
+        "progress": progress,
+    }
     with _collect_only_new_objects():
         found = _phases(p, plan, sizes, counter, t0)
     result = p.result
@@ -235,8 +256,10 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
         _release(runner, session)  # the phase's graphs and target instances go before the next phase's are made
         runner = session = None
         if not p.engine.healthy():  # a replay faulted: nothing more can run in this process
-            p.result.notes.append(f"a device fault ended the {phase.policy.name} capture phase{fault}; the findings "
-                                  "above were made before it, and the later phases did not run")
+            p.result.notes.append(
+                f"a device fault ended the {phase.policy.name} capture phase{fault}; the findings "
+                "above were made before it, and the later phases did not run"
+            )
             break
     return found
 
@@ -272,8 +295,15 @@ def _known_key(f: Finding) -> tuple:
     return f.kind, cause_key(f.cause)
 
 
-def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter: dict, t0: float,
-            known: set[tuple] = frozenset()) -> list[Finding]:
+def _search(
+    p: Prepared,
+    runner: ExampleRunner,
+    strategy,
+    phase: Phase,
+    counter: dict,
+    t0: float,
+    known: set[tuple] = frozenset(),
+) -> list[Finding]:
     """One Hypothesis search over the phase's plans; the findings it shrank, and the first finding of each
     ``known`` (kind, cause) it met again (not failed, so not shrunk: see :func:`_phases`)."""
     options = p.options
@@ -284,8 +314,9 @@ def _search(p: Prepared, runner: ExampleRunner, strategy, phase: Phase, counter:
         parent=settings.default,
         max_examples=phase.examples,
         deadline=None,
-        database=_database(f"{p.name}-{p.engine.name}-{phase.policy.name}-{'-'.join(sorted(options.enabled))}",
-                           options.database),
+        database=_database(
+            f"{p.name}-{p.engine.name}-{phase.policy.name}-{'-'.join(sorted(options.enabled))}", options.database
+        ),
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=True,
         print_blob=False,

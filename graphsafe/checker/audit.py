@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..contract import CaptureSpec, Support
 from ..errors import ContractError, UsageError
@@ -49,8 +50,9 @@ def batch_kinds(spec: CaptureSpec) -> list[BatchKind]:
     rows = [BatchKind("decode", Support.UNIFORM_SINGLE_TOKEN_DECODE, dataclasses.replace(spec, max_query_len=1))]
     for k in _UNIFORM_K:
         if 1 + k <= spec.max_seq_len:
-            rows.append(BatchKind(f"uniform q={1 + k}", Support.UNIFORM_BATCH,
-                                  dataclasses.replace(spec, max_query_len=1 + k)))
+            rows.append(
+                BatchKind(f"uniform q={1 + k}", Support.UNIFORM_BATCH, dataclasses.replace(spec, max_query_len=1 + k))
+            )
     mixed_q = min(max(spec.max_query_len, 1 + _UNIFORM_K[-1]), spec.max_seq_len)
     rows.append(BatchKind("mixed", Support.ALWAYS, dataclasses.replace(spec, max_query_len=mixed_q)))
     return rows
@@ -120,19 +122,29 @@ class AuditResult:
         for c in self.cells:
             row = rows.setdefault(c.kind, {"batch kind": c.kind, "level": c.level.name, "cells": {}})
             f = c.first
-            row["cells"][c.capture] = {"verdict": "ok" if f is None else f.kind.value,
-                                       "finding": "" if f is None else f.message, "examples": c.result.calls}
+            row["cells"][c.capture] = {
+                "verdict": "ok" if f is None else f.kind.value,
+                "finding": "" if f is None else f.message,
+                "examples": c.result.calls,
+            }
         return list(rows.values())
 
     def summary(self) -> str:
-        lines = [f"{self.target}: declared Support.{self.declared.name}, highest safe Support.{self.safe.name} "
-                 f"({self.checks} checks, {self.examples} examples, {self.seconds:.1f}s)"]
+        lines = [
+            f"{self.target}: declared Support.{self.declared.name}, highest safe Support.{self.safe.name} "
+            f"({self.checks} checks, {self.examples} examples, {self.seconds:.1f}s)"
+        ]
         lines += [f"  {f.severity}: {f.message}" for f in self.findings]
         return "\n".join(lines)
 
 
-def audit(target: Any, options: CheckOptions = CheckOptions(), *, capture: tuple[str, ...] = AUDIT_CAPTURE,
-          run_cell: Callable[[CheckOptions], CheckResult] | None = None) -> AuditResult:
+def audit(
+    target: Any,
+    options: CheckOptions = CheckOptions(),
+    *,
+    capture: tuple[str, ...] = AUDIT_CAPTURE,
+    run_cell: Callable[[CheckOptions], CheckResult] | None = None,
+) -> AuditResult:
     """Check ``target`` on every batch kind under every capture policy in ``capture``, and compare the highest
     safe level with the declared one.
 
@@ -172,10 +184,14 @@ def audit(target: Any, options: CheckOptions = CheckOptions(), *, capture: tuple
 def _cannot_serve(name: str, cell: CheckOptions, kind: BatchKind, error: ContractError) -> CheckResult:
     """A cell above the declared level whose batches the target cannot even run (its contract breaks,
     e.g. ``live()`` assumes one query token): that level is not safe."""
-    finding = Finding(kind=FindingKind.TARGET_ERROR, target=name,
-                      message=f"cannot run {kind.name} batches (above its declared level): {error}")
-    return CheckResult(target=name, engine=str(cell.engine), spec=kind.spec, probes=(), support=kind.level.name,
-                       findings=[finding])
+    finding = Finding(
+        kind=FindingKind.TARGET_ERROR,
+        target=name,
+        message=f"cannot run {kind.name} batches (above its declared level): {error}",
+    )
+    return CheckResult(
+        target=name, engine=str(cell.engine), spec=kind.spec, probes=(), support=kind.level.name, findings=[finding]
+    )
 
 
 def _verdict(out: AuditResult, name: str, qualname: str) -> list[Finding]:
@@ -184,21 +200,40 @@ def _verdict(out: AuditResult, name: str, qualname: str) -> list[Finding]:
     if declared > safe:
         broken = next(c for c in out.cells if not c.ok and c.level <= declared)
         f = broken.first
-        return [Finding(
-            kind=FindingKind.SUPPORT_MISMATCH, target=name, where=where,
-            message=(f"declared {declared.name}, but {broken.kind} batches break under {broken.capture} capture "
-                     f"({f.kind.value}: {f.message})"
-                     + (f"; the highest safe level is {safe.name}: declare support = Support.{safe.name}"
-                        if safe > Support.NEVER else "; no level is safe")),
-            details={"declared": declared.name, "safe": safe.name, "breaks": broken.kind, "capture": broken.capture},
-            cause=f"line:{where}",
-        )]
+        return [
+            Finding(
+                kind=FindingKind.SUPPORT_MISMATCH,
+                target=name,
+                where=where,
+                message=(
+                    f"declared {declared.name}, but {broken.kind} batches break under {broken.capture} capture "
+                    f"({f.kind.value}: {f.message})"
+                    + (
+                        f"; the highest safe level is {safe.name}: declare support = Support.{safe.name}"
+                        if safe > Support.NEVER
+                        else "; no level is safe"
+                    )
+                ),
+                details={
+                    "declared": declared.name,
+                    "safe": safe.name,
+                    "breaks": broken.kind,
+                    "capture": broken.capture,
+                },
+                cause=f"line:{where}",
+            )
+        ]
     if safe > declared:
         examples = sum(c.result.calls for c in out.cells if c.level <= safe)
-        return [Finding(
-            kind=FindingKind.SUPPORT_MISMATCH, target=name, where=where, severity="info",
-            message=f"declared {declared.name}, but {safe.name} also passes ({examples} examples): could declare "
-                    f"{safe.name}",
-            details={"declared": declared.name, "safe": safe.name, "examples": examples},
-        )]
+        return [
+            Finding(
+                kind=FindingKind.SUPPORT_MISMATCH,
+                target=name,
+                where=where,
+                severity="info",
+                message=f"declared {declared.name}, but {safe.name} also passes ({examples} examples): could declare "
+                f"{safe.name}",
+                details={"declared": declared.name, "safe": safe.name, "examples": examples},
+            )
+        ]
     return []

@@ -55,8 +55,12 @@ def _rank(f: Finding) -> int:
 
 
 def _evidence(f: Finding) -> dict:
-    return {"kind": f.kind.value, "where": f.where, "message": f.message,
-            "capture_policy": f.details.get("capture_policy", "")}
+    return {
+        "kind": f.kind.value,
+        "where": f.where,
+        "message": f.message,
+        "capture_policy": f.details.get("capture_policy", ""),
+    }
 
 
 def _merge(group: list[Finding]) -> Finding:

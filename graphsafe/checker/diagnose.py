@@ -32,8 +32,10 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
     looked = ruled_out(ctx)
     f = Finding(
         kind=FindingKind.REPLAY_MISMATCH,
-        message=(f"{m.tensor} differs from eager ({m.count}/{m.total}, max abs {m.max_abs:.3g}) and no probe explains "
-                 f"why; ruled out: {'; '.join(looked)}"),
+        message=(
+            f"{m.tensor} differs from eager ({m.count}/{m.total}, max abs {m.max_abs:.3g}) and no probe explains "
+            f"why; ruled out: {'; '.join(looked)}"
+        ),
         where=m.tensor,
         mismatches=ctx.mismatches,
         heatmap=heat,
@@ -56,10 +58,15 @@ def ruled_out(ctx: StepContext) -> list[str]:
             out.append(noted[probe.name])
         elif probe.name == FindingKind.FROZEN_HOST_VALUE.value:
             same = not diff_launches(ctx.info.launches, ctx.evidence.scratch.launches)
-            out.append(f"{probe.name}: " + (
-                "an eager run of this batch launches what the capture did (kernels, scalars, grids, shapes)" if same
-                else "launches differ from an eager run of this batch, but an eager run of the capture batch "
-                     "differs too (the control): capturing changes them, not the batch"))
+            out.append(
+                f"{probe.name}: "
+                + (
+                    "an eager run of this batch launches what the capture did (kernels, scalars, grids, shapes)"
+                    if same
+                    else "launches differ from an eager run of this batch, but an eager run of the capture batch "
+                    "differs too (the control): capturing changes them, not the batch"
+                )
+            )
         else:
             out.append(f"{probe.name}: found nothing")
     return out
@@ -99,7 +106,7 @@ def heatmap(ctx: StepContext, max_rows: int = 128, max_cols: int = 64) -> dict |
             if g.shape[0] != ctx.spec.num_blocks:
                 return {**data, "rows": [f"row{r}" for r in rows], "row_kind": "row", "unowned_rows": []}
             owner = {b: (r, i) for r, table in enumerate(ctx.batch.block_table) for i, b in enumerate(table)}
-            labels = ["b%d r%d/tb%d" % (b, *owner[b]) if b in owner else f"b{b} none" for b in rows]
+            labels = [f"b{b} r{owner[b][0]}/tb{owner[b][1]}" if b in owner else f"b{b} none" for b in rows]
             unowned = [i for i, b in enumerate(rows) if b not in owner]
             return {**data, "rows": labels, "row_kind": "block", "unowned_rows": unowned}
     outs = ctx.graph.outputs
@@ -112,7 +119,13 @@ def heatmap(ctx: StepContext, max_rows: int = 128, max_cols: int = 64) -> dict |
     if graph_live.shape[1] != eager.shape[1]:
         return None
     values, step = pooled((graph_live[:n] - eager[:n]).abs())
-    labels = ["r%dt%d" % ctx.batch.token_owner(r) for r in range(n)]
+    labels = ["r{}t{}".format(*ctx.batch.token_owner(r)) for r in range(n)]
     pad_rows = min(full.shape[0], max_rows) - n
-    return {"values": values, "rows": labels, "padded_rows": max(0, pad_rows), "col_step": step,
-            "source": "output[0]", "row_kind": "token"}
+    return {
+        "values": values,
+        "rows": labels,
+        "padded_rows": max(0, pad_rows),
+        "col_step": step,
+        "source": "output[0]",
+        "row_kind": "token",
+    }

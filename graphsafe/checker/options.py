@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .. import defaults
 from ..capture.compare import Tolerance
 from ..capture.policies import CapturePolicy, resolve_capture
-from .. import defaults
 from ..contract import CaptureSpec, Support, Target
 from ..engines import ENGINES, Engine
 from ..errors import ContractError, UsageError
@@ -108,11 +108,11 @@ class CheckOptions:
             object.__setattr__(self, "database", os.fspath(self.database))
 
     @classmethod
-    def build(cls, **kwargs: Any) -> "CheckOptions":
+    def build(cls, **kwargs: Any) -> CheckOptions:
         """Options from keyword arguments where None means "the default" (as front ends pass them)."""
         return cls(**{k: v for k, v in kwargs.items() if v is not None})
 
-    def replace(self, **changes: Any) -> "CheckOptions":
+    def replace(self, **changes: Any) -> CheckOptions:
         """A copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **changes)
 
@@ -141,4 +141,3 @@ class CheckOptions:
     def enabled(self) -> set[str]:
         """The finding kinds this check reports."""
         return {p.name for p in resolve_probes(self.probes)}
-

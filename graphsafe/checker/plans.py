@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from hypothesis import strategies as st
 
-import strategies as gs
-
+from .. import strategies as gs
 from ..capture.policies import CapturePolicy
 from ..contract import Batch, CaptureSpec, Support
 
@@ -60,8 +59,9 @@ def phases(policies: Sequence[CapturePolicy], examples: int) -> list[Phase]:
     return [Phase(p, counts[p.name]) for p in policies if p.name in counts]
 
 
-def session_plans(spec: CaptureSpec, support: Support, sizes: Sequence[int], capture: Batch,
-                  max_steps: int) -> st.SearchStrategy[Plan]:
+def session_plans(
+    spec: CaptureSpec, support: Support, sizes: Sequence[int], capture: Batch, max_steps: int
+) -> st.SearchStrategy[Plan]:
     """Plans that replay on a session's graphs; ``capture`` is its batch at the largest size.
 
     Steps avoid the capture's seed, and go past its sequence lengths when it is shorter than the spec's
@@ -70,8 +70,9 @@ def session_plans(spec: CaptureSpec, support: Support, sizes: Sequence[int], cap
     top = max(sizes)
     main_spec = dataclasses.replace(spec, max_reqs=top, capture_sizes=())
     # Strategies are built once per phase: building them inside draws costs milliseconds an example.
-    steps = gs.step_sequences(main_spec, support=support, max_steps=max_steps, capture_batch=capture,
-                              beyond_capture=True)
+    steps = gs.step_sequences(
+        main_spec, support=support, max_steps=max_steps, capture_batch=capture, beyond_capture=True
+    )
     return steps.map(lambda s: Plan(tuple(s)))
 
 
@@ -80,11 +81,13 @@ def drawn_plans(spec: CaptureSpec, support: Support, sizes: Sequence[int], max_s
     captures, drawn_steps = {}, {}
     for size in sizes:
         # shared: the steps strategy sees the same capture batch the plan draws
-        captures[size] = st.shared(gs.capture_batches(spec, support=support, num_slots=size),
-                                   key=f"graphsafe-capture-{size}")
+        captures[size] = st.shared(
+            gs.capture_batches(spec, support=support, num_slots=size), key=f"graphsafe-capture-{size}"
+        )
         sub = dataclasses.replace(spec, max_reqs=size, capture_sizes=())
-        drawn_steps[size] = gs.step_sequences(sub, support=support, max_steps=max_steps,
-                                              capture_batch=captures[size], beyond_capture=True)
+        drawn_steps[size] = gs.step_sequences(
+            sub, support=support, max_steps=max_steps, capture_batch=captures[size], beyond_capture=True
+        )
     size_choice = st.sampled_from(sorted(sizes))
 
     @st.composite

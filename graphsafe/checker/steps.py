@@ -38,23 +38,40 @@ def target_error(e: TargetRaised) -> Finding:
     msg = e.message
     if e.out_of_memory:
         msg += "; a check holds two instances of the target (graph and eager): about twice its own memory"
-    return Finding(kind=FindingKind.TARGET_ERROR, message=msg, where=where, error=e.traceback,
-                   details={"method": e.method, "out_of_memory": e.out_of_memory}, cause=f"line:{where}")
+    return Finding(
+        kind=FindingKind.TARGET_ERROR,
+        message=msg,
+        where=where,
+        error=e.traceback,
+        details={"method": e.method, "out_of_memory": e.out_of_memory},
+        cause=f"line:{where}",
+    )
 
 
 class ExampleRunner:
     """Runs plans for one phase of a check: on ``main``, the phase's session, or (a plan with a capture
     batch of its own) on a fresh graph captured for the plan, reusing ``known_writes``."""
 
-    def __init__(self, cls: type, name: str, spec: CaptureSpec, engine: Engine, main: CaptureSession | None,
-                 enabled: set[str], comparator: Comparator, known_writes: LearnedWrites | None = None,
-                 support: Support | None = None):
+    def __init__(
+        self,
+        cls: type,
+        name: str,
+        spec: CaptureSpec,
+        engine: Engine,
+        main: CaptureSession | None,
+        enabled: set[str],
+        comparator: Comparator,
+        known_writes: LearnedWrites | None = None,
+        support: Support | None = None,
+    ):
         self.cls, self.name, self.spec, self.engine, self.main = cls, name, spec, engine, main
         self.support = support
         self.enabled, self.comparator, self.known_writes = enabled, comparator, known_writes
         self.steps_run = 0
         self.infos: list[Finding] = []  # info-severity findings (they do not fail an example)
-        self._made: list[Any] = []  # weak references to the instances and graphs this runner made (None: not weak-referable)
+        self._made: list[
+            Any
+        ] = []  # weak references to the instances and graphs this runner made (None: not weak-referable)
 
     def track(self, obj: Any) -> None:
         """Remember ``obj`` (a target instance, a graph) weakly, for :meth:`leftovers`."""
@@ -95,19 +112,30 @@ class ExampleRunner:
         if begun:
             batch = plan.steps[step]
             size = plan.size or (self.main.size_for(batch.num_reqs) if self.main is not None else 0)
-            what += (f", most likely the replay of step {step} (an illegal memory access) on the size-{size} graph; "
-                     f"the step's batch: query_lens={list(batch.query_lens)}, seq_lens={list(batch.seq_lens)}, "
-                     f"seed={batch.seed}; the example's {len(plan.steps)} step(s) are in this error's steps")
+            what += (
+                f", most likely the replay of step {step} (an illegal memory access) on the size-{size} graph; "
+                f"the step's batch: query_lens={list(batch.query_lens)}, seq_lens={list(batch.seq_lens)}, "
+                f"seed={batch.seed}; the example's {len(plan.steps)} step(s) are in this error's steps"
+            )
         else:
             what += " before the example's first step (its set-up or capture)"
-        return ContextBroken(what, where=getattr(e, "where", ""), steps=[b.to_dict() for b in plan.steps],
-                             step=step, size=size)
+        return ContextBroken(
+            what, where=getattr(e, "where", ""), steps=[b.to_dict() for b in plan.steps], step=step, size=size
+        )
 
     def _session(self, plan: Plan) -> CaptureSession:
         if plan.capture is None:
             return self.main
-        session = CaptureSession(self.cls, self.spec, self.engine, (plan.size,), policy=POLICIES["drawn"],
-                                 capture_batch=plan.capture, known_writes=self.known_writes, support=self.support)
+        session = CaptureSession(
+            self.cls,
+            self.spec,
+            self.engine,
+            (plan.size,),
+            policy=POLICIES["drawn"],
+            capture_batch=plan.capture,
+            known_writes=self.known_writes,
+            support=self.support,
+        )
         self.track_session(session)
         if self.known_writes is None:  # a check of drawn captures only: later captures reuse what this one learned
             self.known_writes = session.learned_writes()
@@ -169,9 +197,18 @@ class ExampleRunner:
             session.poison()
             call_target("prepare(batch)", g.prepare, pb)
             ctx = StepContext(
-                target_cls=self.cls, target_name=self.name, spec=self.spec, engine=self.engine, session=session,
-                graph=graph, info=info, history=list(history), padded=list(padded), seed=seed,
-                comparator=self.comparator, region=region,
+                target_cls=self.cls,
+                target_name=self.name,
+                spec=self.spec,
+                engine=self.engine,
+                session=session,
+                graph=graph,
+                info=info,
+                history=list(history),
+                padded=list(padded),
+                seed=seed,
+                comparator=self.comparator,
+                region=region,
             )
             for probe in at_stage("step"):
                 f = probe.run(ctx)

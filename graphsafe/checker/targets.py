@@ -71,8 +71,9 @@ def lookup(name: str) -> type:
         try:
             return eps[name].load()
         except Exception as e:
-            raise UsageError(f"target {name!r}: its entry point {eps[name].value} does not import: "
-                             f"{type(e).__name__}: {e}") from None
+            raise UsageError(
+                f"target {name!r}: its entry point {eps[name].value} does not import: {type(e).__name__}: {e}"
+            ) from None
     if ":" not in name:
         known = ", ".join(names()) or "(none registered)"
         raise _unknown(name, f"unknown target {name!r}: give 'module:Class' or one of: {known}")
@@ -80,8 +81,7 @@ def lookup(name: str) -> type:
     try:
         mod = importlib.import_module(mod_name)
     except ModuleNotFoundError as e:
-        raise _unknown(name, f"target {name!r}: module {mod_name!r} does not import: "
-                             f"{type(e).__name__}: {e}") from None
+        raise _unknown(name, f"target {name!r}: module {mod_name!r} does not import: {type(e).__name__}: {e}") from None
     except Exception as e:
         raise UsageError(f"target {name!r}: module {mod_name!r} does not import: {type(e).__name__}: {e}") from None
     obj: Any = mod
@@ -104,7 +104,9 @@ def resolve_target(target: Any) -> tuple[type, str]:
     if inspect.isclass(target):
         return target, target_name(target)
     if not isinstance(target, str):
-        raise UsageError(f"target must be a Target class, 'module:Class' or a registered name, got {type(target).__name__}")
+        raise UsageError(
+            f"target must be a Target class, 'module:Class' or a registered name, got {type(target).__name__}"
+        )
     return lookup(target), target
 
 
@@ -114,8 +116,9 @@ def validate_target(cls: type) -> None:
     for meth in ("setup", "prepare", "forward"):
         fn = getattr(cls, meth, None)
         if fn is None or not callable(fn):
-            raise ContractError(f"{name} has no {meth}() method: a Target needs setup(spec, device), prepare(batch) "
-                                "and forward()")
+            raise ContractError(
+                f"{name} has no {meth}() method: a Target needs setup(spec, device), prepare(batch) and forward()"
+            )
         if issubclass(cls, Target) and getattr(Target, meth) is fn:
             raise ContractError(f"{name}.{meth}() is not implemented: override it (see graphsafe.Target's docstring)")
     support = getattr(cls, "support", Target.support)
@@ -125,8 +128,9 @@ def validate_target(cls: type) -> None:
         except Exception:
             raise ContractError(f"{name}.support must be a graphsafe.Support, got {support!r}") from None
     if support == Support.NEVER:
-        raise ContractError(f"{name}.support is Support.NEVER: such a backend must not be captured, so there is "
-                            "nothing to check")
+        raise ContractError(
+            f"{name}.support is Support.NEVER: such a backend must not be captured, so there is nothing to check"
+        )
     spec = getattr(cls, "default_spec", None)
     if spec is not None and not isinstance(spec, CaptureSpec):
         raise ContractError(f"{name}.default_spec must be a graphsafe.CaptureSpec or None, got {type(spec).__name__}")

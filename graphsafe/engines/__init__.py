@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import UsageError
-from . import replay_clock, triton_env
+from . import replay_clock, triton_env  # noqa: F401  (graphsafe.engines.replay_clock, imported by name)
 from .base import Engine, Graph, as_outputs, returned
 from .cuda import CudaEngine
 from .emulate import EmulatorEngine

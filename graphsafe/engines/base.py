@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -25,7 +26,9 @@ def as_outputs(out: Any, where: str = "forward()") -> tuple[torch.Tensor, ...]:
     if isinstance(out, list):
         kinds = "list (return a tuple)"
     else:
-        kinds = type(out).__name__ if not isinstance(out, tuple) else "(" + ", ".join(type(t).__name__ for t in out) + ")"
+        kinds = (
+            type(out).__name__ if not isinstance(out, tuple) else "(" + ", ".join(type(t).__name__ for t in out) + ")"
+        )
     raise ContractError(f"{where} must return a tensor or a non-empty tuple of tensors, got {kinds}")
 
 
@@ -71,7 +74,9 @@ class Engine:
     def new_pool(self) -> Any:
         return None
 
-    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None) -> Recorder:  # pragma: no cover
+    def warmup(
+        self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None
+    ) -> Recorder:  # pragma: no cover
         """Run ``fn`` once eagerly, recording its launches and which kernel arguments they write (``skip_keys``
         storages aside; the kernels named in ``known``, whose writes an earlier warm-up learned, are not
         learned again: learning clones and compares every argument of a launch)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gc
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -107,7 +108,9 @@ class CudaEngine(Engine):
             if collecting:
                 gc.enable()
         torch.cuda.synchronize(self._device)
-        return Graph(outs, rec, graph.replay, single=isinstance(out, torch.Tensor))  # the bound replay keeps the CUDAGraph alive
+        return Graph(
+            outs, rec, graph.replay, single=isinstance(out, torch.Tensor)
+        )  # the bound replay keeps the CUDAGraph alive
 
     def healthy(self) -> bool:
         """False when the context can no longer run work: a capture left open, a sticky device error

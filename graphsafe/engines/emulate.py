@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -58,8 +59,11 @@ def fast_interpreter() -> bool:
         dtype_src = inspect.getsource(ti._get_np_dtype)
     except (AttributeError, OSError, TypeError):
         return False
-    if ("inspect.getmembers(pkg)" not in patch_src or "_patch_attr(pkg, name, member," not in patch_src
-            or "np_types" not in dtype_src):
+    if (
+        "inspect.getmembers(pkg)" not in patch_src
+        or "_patch_attr(pkg, name, member," not in patch_src
+        or "np_types" not in dtype_src
+    ):
         return False
     is_builtin, patch_attr, get_np_dtype = tl.core.is_builtin, ti._patch_attr, ti._get_np_dtype
     names: dict[Any, tuple[str, ...]] = {}
@@ -105,8 +109,12 @@ def _no_unchecked_overflow_checks(ti: Any) -> None:
         assert_src = " ".join(inspect.getsource(type(ti.interpreter_semantic).device_assert).split())
     except (AttributeError, OSError, TypeError):
         return
-    if (opts is None or getattr(opts, "debug", True) or not getattr(opts, "sanitize_overflow", False)
-            or "if not self.builder.options.debug: return" not in assert_src):
+    if (
+        opts is None
+        or getattr(opts, "debug", True)
+        or not getattr(opts, "sanitize_overflow", False)
+        or "if not self.builder.options.debug: return" not in assert_src
+    ):
         return
     ti.interpreter_builder.options = dataclasses.replace(opts, sanitize_overflow=False)
 

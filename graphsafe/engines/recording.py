@@ -22,23 +22,32 @@ a capture froze (the frozen-host-value probe's control for a value that changes 
 from __future__ import annotations
 
 import contextlib
-import threading
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import CaptureError
 from . import triton_env
+from .hooks import RecorderMode, active, install_triton_hooks
+from .hooks import local as _local
 from .launches import ExternalBuffer, Launch, Override, TensorArg, freeze
 from .replay import ExternalRef, materialise
 from .userframe import user_frame
 
-__all__ = ["TensorArg", "Launch", "ExternalBuffer", "Recorder", "SYNC_OPS", "freeze", "active", "opaque_call",
-           "Override"]
+__all__ = [
+    "TensorArg",
+    "Launch",
+    "ExternalBuffer",
+    "Recorder",
+    "SYNC_OPS",
+    "freeze",
+    "active",
+    "opaque_call",
+    "Override",
+]
 
-_local = threading.local()
 
 # aten ops that read device data back to the host (or have data-dependent shapes).
 SYNC_OPS = {
@@ -59,11 +68,6 @@ _NO_REPLAY = {"aten::empty", "aten::empty_strided", "aten::new_empty", "aten::ne
 _NO_DEVICE_WORK = _NO_REPLAY | {"aten::detach", "aten::alias", "aten::lift_fresh", "aten::set_", "aten::resize_"}
 
 
-def active() -> "Recorder | None":
-    """The recorder recording on this thread now, if any."""
-    return getattr(_local, "recorder", None)
-
-
 def _schema_writes(func) -> tuple[str, ...]:
     out = []
     for a in func._schema.arguments:
@@ -72,8 +76,14 @@ def _schema_writes(func) -> tuple[str, ...]:
     return tuple(out)
 
 
-def opaque_call(name: str, fn: Callable[..., Any], *args: Any, arg_names: Sequence[str | None] = (),
-                host_values: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+def opaque_call(
+    name: str,
+    fn: Callable[..., Any],
+    *args: Any,
+    arg_names: Sequence[str | None] = (),
+    host_values: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
     """``fn(*args, **kwargs)``, a kernel graphsafe cannot see into, recorded as one launch named ``name``.
 
     For calls that reach the device outside the aten dispatcher and Triton (an extension module
@@ -98,52 +108,6 @@ def opaque_call(name: str, fn: Callable[..., Any], *args: Any, arg_names: Sequen
     return rec._on_opaque(name, fn, args, kwargs, tuple(arg_names), dict(host_values or {}))
 
 
-class _Mode(TorchDispatchMode):
-    def __init__(self, rec: "Recorder"):
-        super().__init__()
-        self.rec = rec
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        rec = self.rec
-        if rec.suspended:
-            return func(*args, **kwargs)
-        return rec._on_aten(func, args, kwargs)
-
-
-_orig_runs: dict[type, Callable] = {}
-
-
-def _install_triton_hooks() -> None:
-    """Wrap ``run`` of Triton's JIT (and interpreted) kernels once per process."""
-    classes = []
-    try:  # triton is imported on first use: TRITON_INTERPRET must be set before its first import
-        from triton.runtime.jit import JITFunction
-
-        classes.append(JITFunction)
-    except Exception:  # pragma: no cover - no triton
-        return
-    try:  # (as above)
-        from triton.runtime.interpreter import InterpretedFunction
-
-        classes.append(InterpretedFunction)
-    except Exception:  # pragma: no cover
-        pass
-    for cls in classes:
-        if cls in _orig_runs:
-            continue
-        orig = cls.run
-        _orig_runs[cls] = orig
-
-        def run(self, *args, grid, warmup, _orig=orig, **kwargs):
-            rec: Recorder | None = getattr(_local, "recorder", None)
-            if rec is None or warmup or rec.suspended or triton_env.autotune_benchmarking():
-                return _orig(self, *args, grid=grid, warmup=warmup, **kwargs)
-            return rec._on_triton(self, _orig, args, kwargs, grid)
-
-        cls.run = run
-
-
 class Recorder:
     """Context manager that records launches issued inside it.
 
@@ -159,8 +123,15 @@ class Recorder:
     their own; ``overridden`` counts the ones applied.
     """
 
-    def __init__(self, mode: str = "capture", *, learn_writes: bool = False, skip_keys: set[int] | None = None,
-                 yields: bool = False, overrides: Sequence[Override] = ()):
+    def __init__(
+        self,
+        mode: str = "capture",
+        *,
+        learn_writes: bool = False,
+        skip_keys: set[int] | None = None,
+        yields: bool = False,
+        overrides: Sequence[Override] = (),
+    ):
         assert mode in ("capture", "emulate", "observe")
         assert not overrides or mode == "observe", "graphsafe bug: overrides outside an observing recorder"
         self.mode = mode
@@ -173,11 +144,13 @@ class Recorder:
         self.program: list[Callable[[], None]] = []
         self.notes: list[str] = []
         self.kernel_writes: set[tuple[str, str]] = set()
-        self.learned_kernels: set[str] = set()  # kernels whose writes this recorder learned (some may write nothing seen)
+        self.learned_kernels: set[str] = (
+            set()
+        )  # kernels whose writes this recorder learned (some may write nothing seen)
         self.written: set[int] = set()  # storage keys written by recorded launches
         self.suspended = False
         self._keep: list[torch.Tensor] = []  # internal tensors the emulated graph owns
-        self._mode: _Mode | None = None
+        self._mode: RecorderMode | None = None
         self.yields = yields
         self.inner: list[Recorder] = []  # recorders entered inside this one (yields=True)
         self._outer: tuple[Recorder, bool] | None = None  # (the yielding recorder, its suspended flag)
@@ -186,8 +159,8 @@ class Recorder:
         self.overridden = 0
 
     # -- context -----------------------------------------------------------------
-    def __enter__(self) -> "Recorder":
-        _install_triton_hooks()
+    def __enter__(self) -> Recorder:
+        install_triton_hooks()
         outer = getattr(_local, "recorder", None)
         if outer is not None and not outer.yields:
             raise RuntimeError("graphsafe: recorders cannot nest")
@@ -195,7 +168,7 @@ class Recorder:
             self._outer = (outer, outer.suspended)
             outer.suspended = True
         _local.recorder = self
-        self._mode = _Mode(self)
+        self._mode = RecorderMode(self)
         self._mode.__enter__()
         return self
 
@@ -294,8 +267,11 @@ class Recorder:
             for w in writes:
                 for t in _tensors(flat_args.get(w)):
                     self.written.add(t.untyped_storage().data_ptr())
-        self.launches.append(Launch("aten", name, rec_args, None, where, writes,
-                                    device_work=not (func.is_view or name in _NO_DEVICE_WORK)))
+        self.launches.append(
+            Launch(
+                "aten", name, rec_args, None, where, writes, device_work=not (func.is_view or name in _NO_DEVICE_WORK)
+            )
+        )
         if self.mode == "emulate":
             self._program_aten(func, name, tmpl_args, tmpl_kwargs, out, writes)
         return out
@@ -349,9 +325,7 @@ class Recorder:
         before = None
         if self.learn_writes and name not in self.known_kernels:
             self.learned_kernels.add(name)
-            before = {
-                k: v.clone() for k, v in ptrs.items() if v.untyped_storage().data_ptr() not in self.skip_keys
-            }
+            before = {k: v.clone() for k, v in ptrs.items() if v.untyped_storage().data_ptr() not in self.skip_keys}
         with self.suspend():
             result = orig_run(kernel, *args, grid=g if frozen_grid else grid, warmup=False, **kwargs)
         if before is not None:
@@ -370,7 +344,6 @@ class Recorder:
             self.program.append(relaunch)
         return result
 
-
     def _override(self, name: str, names: list[str], args: tuple, kwargs: dict, grid: Any) -> tuple:
         """``(args, kwargs, grid)`` of this launch of ``name`` with the overrides for it applied."""
         occ = self._occurrences.get(name, 0)
@@ -384,8 +357,9 @@ class Recorder:
         return args, kwargs, ov.get("grid", grid)
 
     # -- opaque calls --------------------------------------------------------------------
-    def _on_opaque(self, name: str, fn: Callable, args: tuple, kwargs: dict, arg_names: tuple,
-                   host_values: dict) -> Any:
+    def _on_opaque(
+        self, name: str, fn: Callable, args: tuple, kwargs: dict, arg_names: tuple, host_values: dict
+    ) -> Any:
         where = user_frame(2)
         bound: dict[str, Any] = {}
         for i, a in enumerate(args):
@@ -400,8 +374,11 @@ class Recorder:
         before = None
         if self.learn_writes and name not in self.known_kernels:
             self.learned_kernels.add(name)
-            before = {k: [t.clone() for t in ts] for k, ts in tensors.items()
-                      if ts and all(t.untyped_storage().data_ptr() not in self.skip_keys for t in ts)}
+            before = {
+                k: [t.clone() for t in ts]
+                for k, ts in tensors.items()
+                if ts and all(t.untyped_storage().data_ptr() not in self.skip_keys for t in ts)
+            }
         with self.suspend():
             result = fn(*args, **kwargs)
         if before is not None:

@@ -18,11 +18,18 @@ class ExternalRef:
 
     def __init__(self, storage, dtype, offset, shape, stride, device):
         self.storage, self.dtype, self.offset, self.shape, self.stride, self.device = (
-            storage, dtype, offset, shape, stride, device,
+            storage,
+            dtype,
+            offset,
+            shape,
+            stride,
+            device,
         )
 
     def get(self) -> torch.Tensor:
-        return torch.empty(0, dtype=self.dtype, device=self.device).set_(self.storage, self.offset, self.shape, self.stride)
+        return torch.empty(0, dtype=self.dtype, device=self.device).set_(
+            self.storage, self.offset, self.shape, self.stride
+        )
 
 
 def materialise(v: Any) -> Any:

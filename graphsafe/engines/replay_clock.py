@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["Clock", "install", "replay_started", "replay_done", "example", "step", "HANG_FLOOR_S", "HANG_FACTOR"]
 
@@ -53,8 +54,7 @@ class Clock:
             steps = json.loads(raw.decode()) if raw else []
         except ValueError:  # written while the child was killed: the numbers still stand
             steps = []
-        return {"seconds": ran, "longest": n[_LONGEST], "size": int(n[_SIZE]), "step": int(n[_STEP]),
-                "steps": steps}
+        return {"seconds": ran, "longest": n[_LONGEST], "size": int(n[_SIZE]), "step": int(n[_STEP]), "steps": steps}
 
 
 _clock: Clock | None = None
@@ -88,8 +88,8 @@ def example(steps: Sequence[Any]) -> None:
     c = _clock
     if c is None:
         return
-    data = json.dumps([s.to_dict() for s in steps]).encode()[:PLAN_BYTES - 1]
-    c.plan[:len(data) + 1] = data + b"\0"
+    data = json.dumps([s.to_dict() for s in steps]).encode()[: PLAN_BYTES - 1]
+    c.plan[: len(data) + 1] = data + b"\0"
     c.numbers[_EXAMPLE] += 1
 
 

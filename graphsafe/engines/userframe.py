@@ -17,21 +17,39 @@ import os
 import sys
 import sysconfig
 import traceback
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["is_infrastructure", "display_path", "user_frame", "user_frame_of", "innermost_user_frame"]
 
 _GRAPHSAFE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: graphsafe's own targets: the reference kernels and the FlashInfer targets (not the FlashInfer stand-in)
-_TARGET_CODE = (os.path.join(_GRAPHSAFE, "reference") + os.sep,
-                os.path.join(_GRAPHSAFE, "flashinfer", "targets.py"), os.path.join(_GRAPHSAFE, "flashinfer", "variants.py"))
+_TARGET_CODE = (
+    os.path.join(_GRAPHSAFE, "reference") + os.sep,
+    os.path.join(_GRAPHSAFE, "flashinfer", "targets.py"),
+    os.path.join(_GRAPHSAFE, "flashinfer", "variants.py"),
+)
 _STDLIB = tuple(
     os.path.abspath(p) for p in {sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib")} if p
 )
 _SITE_DIRS = ("site-packages", "dist-packages")
 _LIBRARIES = frozenset(
-    {"torch", "triton", "numpy", "hypothesis", "_hypothesis_pytestplugin", "_pytest", "pytest", "pluggy",
-     "xdist", "execnet", "typing_extensions", "flashinfer", "tvm_ffi", "sympy", "mpmath"}
+    {
+        "torch",
+        "triton",
+        "numpy",
+        "hypothesis",
+        "_hypothesis_pytestplugin",
+        "_pytest",
+        "pytest",
+        "pluggy",
+        "xdist",
+        "execnet",
+        "typing_extensions",
+        "flashinfer",
+        "tvm_ffi",
+        "sympy",
+        "mpmath",
+    }
 )
 
 

@@ -26,8 +26,21 @@ from .library import INSTALL_HINT, requirement
 from .targets import MLA, Decode, FlashInferTarget, Layout, Prefill
 from .watch import watch
 
-__all__ = ["FlashInferTarget", "Decode", "Prefill", "MLA", "Layout", "watch", "names", "resolve", "requirement",
-           "INSTALL_HINT", "SAFE", "BUGGY", "TWIN_OF"]
+__all__ = [
+    "FlashInferTarget",
+    "Decode",
+    "Prefill",
+    "MLA",
+    "Layout",
+    "watch",
+    "names",
+    "resolve",
+    "requirement",
+    "INSTALL_HINT",
+    "SAFE",
+    "BUGGY",
+    "TWIN_OF",
+]
 
 # name -> (module, class)
 _TARGETS: dict[str, tuple[str, str]] = {

@@ -11,9 +11,11 @@ from ..errors import ContractError
 __all__ = ["load", "submodule", "requirement", "version", "INSTALL_HINT"]
 
 #: what a FlashInfer target needs, said wherever one cannot run
-INSTALL_HINT = ("FlashInfer targets need the flashinfer-python package (pip install 'graphsafe[flashinfer]') and an "
-                "NVIDIA GPU; without them, graphsafe.flashinfer.standin (library = 'standin') runs the same targets "
-                "on the CPU emulator")
+INSTALL_HINT = (
+    "FlashInfer targets need the flashinfer-python package (pip install 'graphsafe[flashinfer]') and an "
+    "NVIDIA GPU; without them, graphsafe.flashinfer.standin (library = 'standin') runs the same targets "
+    "on the CPU emulator"
+)
 
 
 def _import_flashinfer() -> ModuleType:

@@ -151,8 +151,8 @@ class FlashInferTarget(Target):
         for name, t in self.token_inputs().items():
             t[:n].copy_(seeded((n, *t.shape[1:]), seed=derive_seed(batch.seed, name), device=self.device))
             t[n:].zero_()
-        self.slot_mapping[:lay.rows].copy_(lay.slots)
-        self.slot_mapping[lay.rows:].fill_(self.trash_slot)
+        self.slot_mapping[: lay.rows].copy_(lay.slots)
+        self.slot_mapping[lay.rows :].fill_(self.trash_slot)
 
     def token_inputs(self) -> dict[str, torch.Tensor]:
         """The per-token inputs ``prepare()`` writes (seeded per name)."""
@@ -176,7 +176,7 @@ class FlashInferTarget(Target):
         bs = self.spec.block_size
         qo, kv, idx, last, lens, slots = [0], [0], [], [], [], []
         for q, s, table in zip(batch.query_lens, batch.seq_lens, batch.block_table):
-            pages = list(table[:math.ceil(s / bs)])
+            pages = list(table[: math.ceil(s / bs)])
             qo.append(qo[-1] + q)
             kv.append(kv[-1] + len(pages))
             idx += pages
@@ -198,9 +198,15 @@ class FlashInferTarget(Target):
     @staticmethod
     def _layout(qo, kv, idx, last, lens, slots, rows) -> Layout:
         i32 = dict(dtype=torch.int32)
-        return Layout(torch.tensor(qo, **i32), torch.tensor(kv, **i32), torch.tensor(idx or [0], **i32)[:len(idx)],
-                      torch.tensor(last, **i32), torch.tensor(lens, **i32), torch.tensor(slots, dtype=torch.int64),
-                      rows)
+        return Layout(
+            torch.tensor(qo, **i32),
+            torch.tensor(kv, **i32),
+            torch.tensor(idx or [0], **i32)[: len(idx)],
+            torch.tensor(last, **i32),
+            torch.tensor(lens, **i32),
+            torch.tensor(slots, dtype=torch.int64),
+            rows,
+        )
 
     # -- the wrapper (subclasses) ------------------------------------------------------------
     def make_wrapper(self, size: int) -> Any:  # pragma: no cover - abstract
@@ -224,15 +230,32 @@ class Decode(FlashInferTarget):
     default_spec = CaptureSpec(max_reqs=8, max_query_len=1, max_seq_len=256, block_size=16)
 
     def make_wrapper(self, size: int) -> Any:
-        extra = dict(paged_kv_indptr_buffer=self.kv_indptr[:size + 1], paged_kv_indices_buffer=self.kv_indices,
-                     paged_kv_last_page_len_buffer=self.last_page_len[:size]) if self.use_cuda_graph else {}
-        return self.lib.BatchDecodeWithPagedKVCacheWrapper(self.workspace, "NHD", use_cuda_graph=self.use_cuda_graph,
-                                                           **extra, **self.wrapper_kwargs)
+        extra = (
+            dict(
+                paged_kv_indptr_buffer=self.kv_indptr[: size + 1],
+                paged_kv_indices_buffer=self.kv_indices,
+                paged_kv_last_page_len_buffer=self.last_page_len[:size],
+            )
+            if self.use_cuda_graph
+            else {}
+        )
+        return self.lib.BatchDecodeWithPagedKVCacheWrapper(
+            self.workspace, "NHD", use_cuda_graph=self.use_cuda_graph, **extra, **self.wrapper_kwargs
+        )
 
     def plan(self, wrapper: Any, lay: Layout) -> None:
-        wrapper.plan(lay.kv_indptr, lay.kv_indices, lay.last_page_len, self.num_qo_heads, self.num_kv_heads,
-                     self.head_dim, self.spec.block_size, q_data_type=self.dtype, kv_data_type=self.dtype,
-                     **self.plan_kwargs)
+        wrapper.plan(
+            lay.kv_indptr,
+            lay.kv_indices,
+            lay.last_page_len,
+            self.num_qo_heads,
+            self.num_kv_heads,
+            self.head_dim,
+            self.spec.block_size,
+            q_data_type=self.dtype,
+            kv_data_type=self.dtype,
+            **self.plan_kwargs,
+        )
 
     def run(self, wrapper: Any, rows: int) -> torch.Tensor:
         return wrapper.run(self.q[:rows], (self.k_cache, self.v_cache), out=self.out[:rows])
@@ -254,11 +277,19 @@ class Prefill(FlashInferTarget):
 
     def make_wrapper(self, size: int) -> Any:
         n = size + self.extra_requests
-        extra = dict(qo_indptr_buf=self.qo_indptr[:n + 1], paged_kv_indptr_buf=self.kv_indptr[:n + 1],
-                     paged_kv_indices_buf=self.kv_indices,
-                     paged_kv_last_page_len_buf=self.last_page_len[:n]) if self.use_cuda_graph else {}
-        return self.lib.BatchPrefillWithPagedKVCacheWrapper(self.workspace, "NHD", use_cuda_graph=self.use_cuda_graph,
-                                                            **extra, **self.wrapper_kwargs)
+        extra = (
+            dict(
+                qo_indptr_buf=self.qo_indptr[: n + 1],
+                paged_kv_indptr_buf=self.kv_indptr[: n + 1],
+                paged_kv_indices_buf=self.kv_indices,
+                paged_kv_last_page_len_buf=self.last_page_len[:n],
+            )
+            if self.use_cuda_graph
+            else {}
+        )
+        return self.lib.BatchPrefillWithPagedKVCacheWrapper(
+            self.workspace, "NHD", use_cuda_graph=self.use_cuda_graph, **extra, **self.wrapper_kwargs
+        )
 
     def layout(self, batch: Batch) -> Layout:
         lay = super().layout(batch)
@@ -273,9 +304,20 @@ class Prefill(FlashInferTarget):
         return self._layout(qo, kv, idx, last, lens, lay.slots.tolist() + [self.trash_slot] * (rows - lay.rows), rows)
 
     def plan(self, wrapper: Any, lay: Layout) -> None:
-        wrapper.plan(lay.qo_indptr, lay.kv_indptr, lay.kv_indices, lay.last_page_len, self.num_qo_heads,
-                     self.num_kv_heads, self.head_dim, self.spec.block_size, causal=True, q_data_type=self.dtype,
-                     kv_data_type=self.dtype, **self.plan_kwargs)
+        wrapper.plan(
+            lay.qo_indptr,
+            lay.kv_indptr,
+            lay.kv_indices,
+            lay.last_page_len,
+            self.num_qo_heads,
+            self.num_kv_heads,
+            self.head_dim,
+            self.spec.block_size,
+            causal=True,
+            q_data_type=self.dtype,
+            kv_data_type=self.dtype,
+            **self.plan_kwargs,
+        )
 
     def run(self, wrapper: Any, rows: int) -> torch.Tensor:
         return wrapper.run(self.q[:rows], (self.k_cache, self.v_cache), out=self.out[:rows])
@@ -321,20 +363,43 @@ class MLA(FlashInferTarget):
         self.kpe_store.index_copy_(0, idx, self.kpe_new[:rows])
 
     def make_wrapper(self, size: int) -> Any:
-        extra = dict(qo_indptr=self.qo_indptr[:size + 1], kv_indptr=self.kv_indptr[:size + 1],
-                     kv_indices=self.kv_indices, kv_len_arr=self.kv_len[:size]) if self.use_cuda_graph else {}
-        return submodule(self.lib, "mla").BatchMLAPagedAttentionWrapper(self.workspace, use_cuda_graph=self.use_cuda_graph,
-                                                          **extra, **self.wrapper_kwargs)
+        extra = (
+            dict(
+                qo_indptr=self.qo_indptr[: size + 1],
+                kv_indptr=self.kv_indptr[: size + 1],
+                kv_indices=self.kv_indices,
+                kv_len_arr=self.kv_len[:size],
+            )
+            if self.use_cuda_graph
+            else {}
+        )
+        return submodule(self.lib, "mla").BatchMLAPagedAttentionWrapper(
+            self.workspace, use_cuda_graph=self.use_cuda_graph, **extra, **self.wrapper_kwargs
+        )
 
     def plan(self, wrapper: Any, lay: Layout) -> None:
-        meta = submodule(self.lib, "mla").MLAPlanMetadata.csr(lay.qo_indptr.to(self.device), lay.kv_indptr.to(self.device),
-                                                lay.kv_indices.to(self.device), lay.kv_len.to(self.device))
-        wrapper.plan(metadata=meta, num_heads=self.num_qo_heads, head_dim_ckv=self.head_dim,
-                     head_dim_kpe=self.head_dim_kpe, page_size=self.spec.block_size,
-                     causal=self.spec.max_query_len > 1, sm_scale=1.0 / math.sqrt(128 + self.head_dim_kpe),
-                     q_data_type=self.dtype, kv_data_type=self.dtype, query_layout="split", kv_cache_layout="split",
-                     **self.plan_kwargs)
+        meta = submodule(self.lib, "mla").MLAPlanMetadata.csr(
+            lay.qo_indptr.to(self.device),
+            lay.kv_indptr.to(self.device),
+            lay.kv_indices.to(self.device),
+            lay.kv_len.to(self.device),
+        )
+        wrapper.plan(
+            metadata=meta,
+            num_heads=self.num_qo_heads,
+            head_dim_ckv=self.head_dim,
+            head_dim_kpe=self.head_dim_kpe,
+            page_size=self.spec.block_size,
+            causal=self.spec.max_query_len > 1,
+            sm_scale=1.0 / math.sqrt(128 + self.head_dim_kpe),
+            q_data_type=self.dtype,
+            kv_data_type=self.dtype,
+            query_layout="split",
+            kv_cache_layout="split",
+            **self.plan_kwargs,
+        )
 
     def run(self, wrapper: Any, rows: int) -> torch.Tensor:
-        return wrapper.run(query=(self.q_nope[:rows], self.q_pe[:rows]), kv_cache=(self.ckv_cache, self.kpe_cache),
-                           out=self.out[:rows])
+        return wrapper.run(
+            query=(self.q_nope[:rows], self.q_pe[:rows]), kv_cache=(self.ckv_cache, self.kpe_cache), out=self.out[:rows]
+        )

@@ -16,8 +16,14 @@ import torch
 from ..contract import Batch, CaptureSpec, Support
 from .targets import MLA, Decode, Layout
 
-__all__ = ["DecodeTensorCores", "DecodeDefaultMode", "DecodeGrowingWorkspace", "DecodeStalePadding",
-           "DecodeFixedSplit", "MLAMixedBatches"]
+__all__ = [
+    "DecodeTensorCores",
+    "DecodeDefaultMode",
+    "DecodeGrowingWorkspace",
+    "DecodeStalePadding",
+    "DecodeFixedSplit",
+    "MLAMixedBatches",
+]
 
 
 class DecodeTensorCores(Decode):
@@ -81,11 +87,11 @@ class DecodeStalePadding(Decode):
     expected = "stale-padding"
 
     def write_tokens(self, batch: Batch, lay: Layout) -> None:
-        rows = self.slot_mapping[lay.rows:].clone()
-        padded = self.slot_mapping[batch.num_tokens:lay.rows].clone()
+        rows = self.slot_mapping[lay.rows :].clone()
+        padded = self.slot_mapping[batch.num_tokens : lay.rows].clone()
         super().write_tokens(batch, lay)
-        self.slot_mapping[batch.num_tokens:lay.rows].copy_(padded)  # BUG: the padded rows keep old slots
-        self.slot_mapping[lay.rows:].copy_(rows)
+        self.slot_mapping[batch.num_tokens : lay.rows].copy_(padded)  # BUG: the padded rows keep old slots
+        self.slot_mapping[lay.rows :].copy_(rows)
 
 
 class DecodeFixedSplit(DecodeTensorCores):
@@ -104,9 +110,18 @@ class DecodeFixedSplit(DecodeTensorCores):
     def plan(self, wrapper: Any, lay: Layout) -> None:
         longest = int((lay.kv_indptr[1:] - lay.kv_indptr[:-1]).max())
         split = max(1, math.ceil(longest / 2))  # BUG: from this batch, not from the engine's maximum
-        wrapper.plan(lay.kv_indptr, lay.kv_indices, lay.last_page_len, self.num_qo_heads, self.num_kv_heads,
-                     self.head_dim, self.spec.block_size, q_data_type=self.dtype, kv_data_type=self.dtype,
-                     fixed_split_size=split)
+        wrapper.plan(
+            lay.kv_indptr,
+            lay.kv_indices,
+            lay.last_page_len,
+            self.num_qo_heads,
+            self.num_kv_heads,
+            self.head_dim,
+            self.spec.block_size,
+            q_data_type=self.dtype,
+            kv_data_type=self.dtype,
+            fixed_split_size=split,
+        )
 
 
 class MLAMixedBatches(MLA):

@@ -12,7 +12,8 @@ names follow FlashInfer 0.7's kernel modules; a module of another version is rec
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..engines.recording import opaque_call
 
@@ -21,33 +22,127 @@ __all__ = ["watch", "PLAN_INFO_FIELDS"]
 _COMMON = ("float_workspace", "int_workspace", "plan_info")
 _ARG_NAMES: dict[str, tuple[str, ...]] = {
     # the decode module (no tensor cores) and the MLA module share the name "run": told apart by family
-    "decode.run": _COMMON + ("q", "k_cache", "v_cache", "paged_kv_indptr", "paged_kv_indices",
-                             "paged_kv_last_page_len", "out", "lse", "kv_layout", "window_left", "enable_pdl",
-                             "alibi_slopes", "logits_soft_cap", "sm_scale", "rope_scale", "rope_theta"),
-    "paged_run": _COMMON + ("q", "k_cache", "v_cache", "qo_indptr", "paged_kv_indptr", "paged_kv_indices",
-                            "paged_kv_last_page_len", "out", "lse", "mask_mode", "kv_layout", "window_left",
-                            "enable_pdl", "custom_mask", "mask_indptr", "alibi_slopes", "prefix_len_ptr",
-                            "token_pos_in_items_ptr", "max_item_len_ptr", "logits_soft_cap", "sm_scale", "scale_q",
-                            "scale_k", "scale_v", "rope_scale", "rope_theta", "token_pos_in_items_len",
-                            "workspace_size"),
-    "mla.run": _COMMON + ("q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indices", "out", "lse", "mask_mode",
-                          "num_heads", "page_size", "sm_scale", "return_lse_base_on_e", "ckv_scale", "kpe_scale",
-                          "ckv_scale_arr"),
+    "decode.run": _COMMON
+    + (
+        "q",
+        "k_cache",
+        "v_cache",
+        "paged_kv_indptr",
+        "paged_kv_indices",
+        "paged_kv_last_page_len",
+        "out",
+        "lse",
+        "kv_layout",
+        "window_left",
+        "enable_pdl",
+        "alibi_slopes",
+        "logits_soft_cap",
+        "sm_scale",
+        "rope_scale",
+        "rope_theta",
+    ),
+    "paged_run": _COMMON
+    + (
+        "q",
+        "k_cache",
+        "v_cache",
+        "qo_indptr",
+        "paged_kv_indptr",
+        "paged_kv_indices",
+        "paged_kv_last_page_len",
+        "out",
+        "lse",
+        "mask_mode",
+        "kv_layout",
+        "window_left",
+        "enable_pdl",
+        "custom_mask",
+        "mask_indptr",
+        "alibi_slopes",
+        "prefix_len_ptr",
+        "token_pos_in_items_ptr",
+        "max_item_len_ptr",
+        "logits_soft_cap",
+        "sm_scale",
+        "scale_q",
+        "scale_k",
+        "scale_v",
+        "rope_scale",
+        "rope_theta",
+        "token_pos_in_items_len",
+        "workspace_size",
+    ),
+    "mla.run": _COMMON
+    + (
+        "q_nope",
+        "q_pe",
+        "ckv_cache",
+        "kpe_cache",
+        "kv_indices",
+        "out",
+        "lse",
+        "mask_mode",
+        "num_heads",
+        "page_size",
+        "sm_scale",
+        "return_lse_base_on_e",
+        "ckv_scale",
+        "kpe_scale",
+        "ckv_scale_arr",
+    ),
 }
 
 #: FlashInfer's plan info vectors by length (``DecodePlanInfo``, ``PrefillPlanInfo``, ``MLAPlanInfo``)
 PLAN_INFO_FIELDS: dict[int, tuple[str, ...]] = {
-    10: ("padded_batch_size", "v_offset", "s_offset", "request_indices_offset", "kv_tile_indices_offset",
-         "o_indptr_offset", "block_valid_mask_offset", "kv_chunk_size_ptr_offset", "enable_cuda_graph", "split_kv"),
-    15: ("padded_batch_size", "total_num_rows", "total_num_rows_offset", "cta_tile_q", "request_indices_offset",
-         "qo_tile_indices_offset", "kv_tile_indices_offset", "merge_indptr_offset", "o_indptr_offset",
-         "kv_chunk_size_ptr_offset", "v_offset", "s_offset", "block_valid_mask_offset", "enable_cuda_graph",
-         "split_kv"),
-    18: ("num_blks_x", "num_blks_y", "q_indptr_offset", "kv_indptr_offset", "partial_indptr_offset",
-         "merge_packed_offset_start_offset", "merge_packed_offset_end_offset",
-         "merge_partial_packed_offset_start_offset", "merge_partial_packed_offset_end_offset",
-         "merge_partial_stride_offset", "q_len_offset", "kv_len_offset", "q_start_offset", "kv_start_offset",
-         "kv_end_offset", "work_indptr_offset", "partial_o_offset", "partial_lse_offset"),
+    10: (
+        "padded_batch_size",
+        "v_offset",
+        "s_offset",
+        "request_indices_offset",
+        "kv_tile_indices_offset",
+        "o_indptr_offset",
+        "block_valid_mask_offset",
+        "kv_chunk_size_ptr_offset",
+        "enable_cuda_graph",
+        "split_kv",
+    ),
+    15: (
+        "padded_batch_size",
+        "total_num_rows",
+        "total_num_rows_offset",
+        "cta_tile_q",
+        "request_indices_offset",
+        "qo_tile_indices_offset",
+        "kv_tile_indices_offset",
+        "merge_indptr_offset",
+        "o_indptr_offset",
+        "kv_chunk_size_ptr_offset",
+        "v_offset",
+        "s_offset",
+        "block_valid_mask_offset",
+        "enable_cuda_graph",
+        "split_kv",
+    ),
+    18: (
+        "num_blks_x",
+        "num_blks_y",
+        "q_indptr_offset",
+        "kv_indptr_offset",
+        "partial_indptr_offset",
+        "merge_packed_offset_start_offset",
+        "merge_packed_offset_end_offset",
+        "merge_partial_packed_offset_start_offset",
+        "merge_partial_packed_offset_end_offset",
+        "merge_partial_stride_offset",
+        "q_len_offset",
+        "kv_len_offset",
+        "q_start_offset",
+        "kv_start_offset",
+        "kv_end_offset",
+        "work_indptr_offset",
+        "partial_o_offset",
+        "partial_lse_offset",
+    ),
 }
 
 
@@ -79,7 +174,7 @@ class _Watched:
         known = _ARG_NAMES.get(f"{self._family}.{name}") or _ARG_NAMES.get(name, ())
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            names: list[str | None] = list(known[:len(args)])
+            names: list[str | None] = list(known[: len(args)])
             host: dict[str, Any] = {}
             if "plan_info" in names:
                 fields = _plan_fields(args[names.index("plan_info")])
@@ -107,11 +202,11 @@ def watch(wrapper: Any) -> Iterator[int]:
         module = getattr(holder, "_cached_module", None) if holder is not None else None
         if module is not None and not isinstance(module, _Watched):
             proxy = _Watched(module, family)
-            setattr(holder, "_cached_module", proxy)
+            holder._cached_module = proxy
             swapped.append((holder, module, proxy))
     try:
         yield len(swapped)
     finally:
         for holder, module, proxy in swapped:
             if getattr(holder, "_cached_module", None) is proxy:  # a run() that re-planned keeps its new module
-                setattr(holder, "_cached_module", module)
+                holder._cached_module = module

@@ -38,16 +38,22 @@ import threading
 import time
 import traceback
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import defaults
-from .._version import __version__
-from ..capture.policies import POLICIES
 from ..checker import CheckOptions, expand, lookup, names, resolve_target, validate_target
 from ..checker.audit import AUDIT_CAPTURE
 from ..engines import ENGINES
 from ..errors import (
-    EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, GraphsafeError, TargetFailure, TargetTimeout, UsageError, exit_code,
+    EXIT_FINDINGS,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    GraphsafeError,
+    TargetFailure,
+    UsageError,
+    exit_code,
     internal,
 )
 from ..findings import CheckResult
@@ -59,75 +65,11 @@ from . import console
 from . import options as o
 from .devices import engine_problem, prepare_engine
 from .options import RunOptions
+from .parser import build_parser
 from .runner import audit, run
 from .sandbox import close_all, get_sandbox
 
 __all__ = ["main", "build_parser"]
-
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="graphsafe",
-        description="Find CUDA-graph capture hazards in attention backends and GPU kernels.",
-    )
-    p.add_argument("--version", action="version", version=f"graphsafe {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-
-    c = sub.add_parser("check", help="check targets and print a table of findings",
-                       description="Capture each TARGET, replay drawn step sequences and report hazards.")
-    c.add_argument("targets", nargs="+", metavar="TARGET",
-                   help="'module:Class', a registered name (see 'graphsafe list'), or 'all'")
-    c.add_argument("--engine", default=None, help="auto (default: cuda when a GPU is visible, else emulate), cuda "
-                                                  "or emulate")
-    c.add_argument("--examples", default=None, metavar="N",
-                   help=f"Hypothesis examples per target (default: the --profile's, else {defaults.EXAMPLES})")
-    c.add_argument("--steps", default=None, metavar="N", help=f"most batches per step sequence (default {defaults.STEPS})")
-    c.add_argument("--probes", default=None, metavar="P1,P2",
-                   help=f"finding kinds to report (default: all): {', '.join(PROBES)}")
-    c.add_argument("--capture-sizes", default=None, metavar="1,2,4", help="capture sizes (default: the target's)")
-    c.add_argument("--capture", default=None, metavar="POLICIES",
-                   help=f"how graphs are captured: {defaults.CAPTURE} (default) or some of {', '.join(POLICIES)}")
-    c.add_argument("--report-dir", default=None, metavar="DIR", help="write a report for each finding under DIR")
-    c.add_argument("--seed", default=None, metavar="S", help="Hypothesis seed")
-    c.add_argument("--profile", default=None, metavar="P",
-                   help="Hypothesis profile: fast, ci or thorough (default: Hypothesis' current settings)")
-    c.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
-                   help="check each target in a process of its own: a crash or hang marks its row CRASH or "
-                        "TIMEOUT and the run goes on (default: on where checks run on CUDA, where one crash breaks "
-                        "the process's CUDA context for every later target; off on the emulator)")
-    c.add_argument("--timeout", default=None, metavar="SECONDS",
-                   help=f"seconds a target's check may take before it is stopped (default {defaults.TIMEOUT_S:g})")
-    c.add_argument("--expected", action="store_true",
-                   help="compare each target's findings with its 'expected' attribute (the reference kernels): "
-                        "exit 0 when every verdict is the expected one")
-    c.add_argument("--debug", action="store_true", help="print tracebacks for every error, not only internal ones")
-
-    a = sub.add_parser("audit", help="which batches can each target's graph safely serve?",
-                       description="Check each TARGET on every batch kind (decode, uniform q = 1 + k, mixed) under "
-                                   "each capture policy, and compare the highest safe Support level with the "
-                                   "declared one. Exit 1 when a declared level is higher than the safe one.")
-    a.add_argument("targets", nargs="+", metavar="TARGET", help="'module:Class', a registered name, or 'all'")
-    a.add_argument("--engine", default=None, help="auto (default), cuda or emulate")
-    a.add_argument("--examples", default=None, metavar="N",
-                   help=f"Hypothesis examples per cell (default {defaults.AUDIT_EXAMPLES})")
-    a.add_argument("--capture", default=",".join(AUDIT_CAPTURE), metavar="POLICIES",
-                   help=f"capture policies, the table's columns (default {','.join(AUDIT_CAPTURE)})")
-    a.add_argument("--report-dir", default=None, metavar="DIR", help="write <target>/audit.md and audit.json under DIR")
-    a.add_argument("--seed", default=None, metavar="S", help="Hypothesis seed")
-    a.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
-                   help="run each cell's check in the target's own process (default: on where checks run on CUDA)")
-    a.add_argument("--timeout", default=None, metavar="SECONDS", help="seconds one cell's check may take")
-
-    sub.add_parser("list", help="list registered targets", description="Registered targets, one per line.")
-
-    r = sub.add_parser("repro", help="rerun a finding's report", description="Rerun the step sequence of a report.")
-    r.add_argument("path", metavar="PATH", help="a report directory (or its repro file)")
-    r.add_argument("--engine", default=None, help="auto, cuda or emulate (default: the engine the report recorded)")
-    r.add_argument("--timeout", default=None, metavar="SECONDS",
-                   help=f"seconds before a hanging replay is stopped (default {defaults.TIMEOUT_S:g})")
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,8 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not isinstance(e, Exception):
             raise
         err = e if isinstance(e, GraphsafeError) else internal(e)
-        print(getattr(err, "traceback", "") or "".join(traceback.format_exception(type(e), e, e.__traceback__)),
-              file=sys.stderr)
+        print(
+            getattr(err, "traceback", "") or "".join(traceback.format_exception(type(e), e, e.__traceback__)),
+            file=sys.stderr,
+        )
         print(f"graphsafe: error: {o.one_line(err)}", file=sys.stderr)
         return exit_code(err)
 
@@ -182,8 +126,11 @@ def _usage(msg: str) -> int:
 # -- check -------------------------------------------------------------------------------------
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, o.Given]:
     """The options given on the command line, as text (``--isolate``/``--no-isolate`` as a mode)."""
-    out = {n: o.Given(getattr(args, n), "--" + n.replace("_", "-"), text=True) for n in names
-           if getattr(args, n, None) is not None}
+    out = {
+        n: o.Given(getattr(args, n), "--" + n.replace("_", "-"), text=True)
+        for n in names
+        if getattr(args, n, None) is not None
+    }
     if args.isolate is not None:
         out["isolate"] = o.Given("target" if args.isolate else "none", "--isolate" if args.isolate else "--no-isolate")
     return out
@@ -204,8 +151,24 @@ def _check(args: argparse.Namespace) -> int:
     problem = engine_problem(engine)
     if problem:
         return _usage(problem)
-    resolved = o.resolve(_given(args, ("engine", "examples", "steps", "seed", "capture_sizes", "probes", "capture",
-                                       "timeout", "report_dir", "profile")), "cli")
+    resolved = o.resolve(
+        _given(
+            args,
+            (
+                "engine",
+                "examples",
+                "steps",
+                "seed",
+                "capture_sizes",
+                "probes",
+                "capture",
+                "timeout",
+                "report_dir",
+                "profile",
+            ),
+        ),
+        "cli",
+    )
     check, run_opts = resolved.check, resolved.run
     targets = o.expand_targets(args.targets)
     if not targets:
@@ -227,8 +190,9 @@ def _error_exit(e: GraphsafeError, debug: bool) -> int:
     return _usage(str(e))
 
 
-def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, run_opts: RunOptions,
-             args: argparse.Namespace) -> int:
+def _run_all(
+    targets: list[str], classes: dict[str, type], check: CheckOptions, run_opts: RunOptions, args: argparse.Namespace
+) -> int:
     columns = list(check.probes or PROBES) + [console.OTHER]
     rows: list[tuple[str, dict[str, str]]] = []
     results: dict[str, CheckResult] = {}
@@ -258,8 +222,10 @@ def _run_all(targets: list[str], classes: dict[str, type], check: CheckOptions, 
                 lead = "graphsafe: " if isinstance(e, TargetFailure) else "graphsafe: error: "
                 print(f"{lead}{text}; the run goes on", file=sys.stderr, flush=True)
                 if args.debug or exit_code(e) == EXIT_INTERNAL:
-                    print(getattr(e, "traceback", "") or "".join(traceback.format_exception(type(e), e, e.__traceback__)),
-                          file=sys.stderr)
+                    print(
+                        getattr(e, "traceback", "") or "".join(traceback.format_exception(type(e), e, e.__traceback__)),
+                        file=sys.stderr,
+                    )
                 continue
             kinds = ", ".join(sorted(result.kinds)) or "ok"
             print(f"{kinds} ({result.seconds:.1f}s)", file=sys.stderr, flush=True)
@@ -286,8 +252,10 @@ def _expected_status(targets: list[str], classes: dict[str, type], results: dict
         want_kinds = {getattr(want, "value", want)} if want else set()
         got = results[name].kinds if name in results else {"(could not be checked)"}
         if got != want_kinds:
-            wrong.append(f"{name}: expected {', '.join(sorted(want_kinds)) or 'no finding'}, "
-                         f"got {', '.join(sorted(got)) or 'no finding'}")
+            wrong.append(
+                f"{name}: expected {', '.join(sorted(want_kinds)) or 'no finding'}, "
+                f"got {', '.join(sorted(got)) or 'no finding'}"
+            )
     print()
     print(f"{len(targets) - len(wrong)} of {len(targets)} as expected")
     for line in wrong:
@@ -306,7 +274,10 @@ class _InterruptLatch:
         self.hit = False
         self._prev: Any = None
         self._prev_hook: Any = None
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        ):
             self._prev = signal.signal(signal.SIGINT, self._handle)
             self._prev_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
 
@@ -358,8 +329,9 @@ def _audit(args: argparse.Namespace) -> int:
     for i, name in enumerate(names_, 1):
         print(f"[{i}/{len(names_)}] auditing {name} under {','.join(capture)} capture ...", file=sys.stderr, flush=True)
         try:
-            result = audit(classes[name], opts, capture=capture, report_dir=args.report_dir, isolate=isolate,
-                           timeout=timeout)
+            result = audit(
+                classes[name], opts, capture=capture, report_dir=args.report_dir, isolate=isolate, timeout=timeout
+            )
         except GraphsafeError as e:
             print(f"graphsafe: error: {name}: {o.one_line(e)}", file=sys.stderr)
             status = max(status, exit_code(e))
@@ -386,8 +358,10 @@ def _list() -> int:
             line += f"  [expected: {getattr(expected, 'value', expected) or 'ok'}]"
         print(line)
     missing = flashinfer_requirement()
-    print(f"\nthe flashinfer:* targets (group 'flashinfer', not in 'all') " +
-          (f"cannot run here: {missing}" if missing else "can run here"))
+    print(
+        "\nthe flashinfer:* targets (group 'flashinfer', not in 'all') "
+        + (f"cannot run here: {missing}" if missing else "can run here")
+    )
     return 0
 
 

@@ -12,8 +12,17 @@ from ..checker.audit import AuditResult
 from ..errors import GraphsafeError, TargetFailure, TargetTimeout
 from ..findings import CheckResult
 
-__all__ = ["OTHER", "NOT_REACHED", "header", "ProgressBar", "print_findings", "failed_cells", "cells", "table",
-           "print_audit"]
+__all__ = [
+    "OTHER",
+    "NOT_REACHED",
+    "header",
+    "ProgressBar",
+    "print_findings",
+    "failed_cells",
+    "cells",
+    "table",
+    "print_audit",
+]
 
 OTHER = "other"
 NOT_REACHED = "not reached"
@@ -23,9 +32,11 @@ def header(name: str, cls: type, check: CheckOptions) -> str:
     """What is about to be checked: support level, spec, capture policies and examples."""
     spec = check.spec_for(cls)
     support = getattr(getattr(cls, "support", None), "name", None) or "UNIFORM_SINGLE_TOKEN_DECODE (not set)"
-    return (f"checking {name} at Support.{support}, CaptureSpec(max_reqs={spec.max_reqs}, max_query_len="
-            f"{spec.max_query_len}, max_seq_len={spec.max_seq_len}, block_size={spec.block_size}), capture "
-            f"{','.join(p.name for p in check.policies)}, {check.examples} examples")
+    return (
+        f"checking {name} at Support.{support}, CaptureSpec(max_reqs={spec.max_reqs}, max_query_len="
+        f"{spec.max_query_len}, max_seq_len={spec.max_seq_len}, block_size={spec.block_size}), capture "
+        f"{','.join(p.name for p in check.policies)}, {check.examples} examples"
+    )
 
 
 class ProgressBar:
@@ -35,7 +46,7 @@ class ProgressBar:
         self.bar = None
         self.name = name
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         return self
 
     def update(self, p: Progress) -> None:
@@ -105,7 +116,9 @@ def print_audit(result: AuditResult) -> None:
     head = ["batch kind", "level"] + [f"{c} capture" for c in result.captures]
     body = []
     for row in result.table():
-        body.append([row["batch kind"], row["level"]] + [row["cells"].get(c, {}).get("verdict", "-") for c in result.captures])
+        body.append(
+            [row["batch kind"], row["level"]] + [row["cells"].get(c, {}).get("verdict", "-") for c in result.captures]
+        )
     print()
     print(table([(r[0], dict(zip(head[1:], r[1:]))) for r in body], head[1:], first=head[0]))
     print(result.summary())

@@ -12,14 +12,24 @@ import contextlib
 import functools
 import os
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
 from ..engines.triton_env import interpreter_active, use_interpreter
 
-__all__ = ["cuda_available", "gpu_count", "interpreter_for", "prepare_engine", "uses_cuda", "engine_problem", "worker_id",
-           "worker_index", "worker_device", "assign_device"]
+__all__ = [
+    "cuda_available",
+    "gpu_count",
+    "interpreter_for",
+    "prepare_engine",
+    "uses_cuda",
+    "engine_problem",
+    "worker_id",
+    "worker_index",
+    "worker_device",
+    "assign_device",
+]
 
 
 @contextlib.contextmanager

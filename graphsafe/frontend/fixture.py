@@ -31,8 +31,10 @@ def failure_text(result: CheckResult, header: str | None = None) -> str:
     lines = [header] if header else []
     lines.append(result.header)
     kinds = ", ".join(sorted(result.kinds)) or "ok"
-    lines.append(f"{result.target} on {result.engine}: {kinds} "
-                 f"({result.examples} examples, {result.steps} steps, {result.seconds:.1f}s)")
+    lines.append(
+        f"{result.target} on {result.engine}: {kinds} "
+        f"({result.examples} examples, {result.steps} steps, {result.seconds:.1f}s)"
+    )
     for f in result.errors:
         lines += ["", f.summary(), f"  fix: {f.fix}"]
     lines += [f"note: {n}" for n in result.notes]
@@ -43,8 +45,10 @@ def failure_line(e: TargetFailure, isolated: bool) -> str:
     """One paragraph for a target that failed to run (crashed, hung, broke its CUDA context)."""
     text = f"graphsafe: {o.one_line(e)}"
     if isolated:
-        text += (". It ran in a process of its own: other targets were not affected, and this target's next "
-                 "check starts a fresh process")
+        text += (
+            ". It ran in a process of its own: other targets were not affected, and this target's next "
+            "check starts a fresh process"
+        )
     return text
 
 
@@ -96,7 +100,7 @@ class GraphsafeFixture:
         return result
 
     def __repr__(self) -> str:
-        return f"<graphsafe fixture {({k: g.value for k, g in self.given.items()})}>"
+        return f"<graphsafe fixture { ({k: g.value for k, g in self.given.items()}) }>"
 
 
 def marker_given(node: pytest.Item) -> dict[str, o.Given]:
@@ -104,7 +108,10 @@ def marker_given(node: pytest.Item) -> dict[str, o.Given]:
     out: dict[str, o.Given] = {}
     for mark in reversed(list(node.iter_markers("graphsafe"))):
         if mark.args:
-            pytest.fail("graphsafe: @pytest.mark.graphsafe takes keyword arguments only, "
-                        f"e.g. @pytest.mark.graphsafe(examples=20); got {mark.args!r}", pytrace=False)
+            pytest.fail(
+                "graphsafe: @pytest.mark.graphsafe takes keyword arguments only, "
+                f"e.g. @pytest.mark.graphsafe(examples=20); got {mark.args!r}",
+                pytrace=False,
+            )
         out.update(o.keywords(mark.kwargs, "@pytest.mark.graphsafe({}=...)"))
     return out

@@ -14,7 +14,8 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..checker import CheckOptions, Progress, run_check
 from ..engines.userframe import innermost_user_frame
@@ -58,8 +59,7 @@ def deadline(seconds: float, label: str) -> Iterator[None]:
         if _importing(frame):  # cut short, a module stays half made in sys.modules and breaks later checks
             signal.setitimer(signal.ITIMER_REAL, IMPORT_GRACE_S)
             return
-        where.append(innermost_user_frame(
-            (fs.filename, fs.lineno, fs.name) for fs in traceback.extract_stack(frame)))
+        where.append(innermost_user_frame((fs.filename, fs.lineno, fs.name) for fs in traceback.extract_stack(frame)))
         raise _Deadline
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
@@ -72,7 +72,8 @@ def deadline(seconds: float, label: str) -> Iterator[None]:
         raise TargetTimeout(
             f"{label}: no result within {seconds:g} s: the target hangs (an endless loop or a blocking call)"
             + (f"; it was in {at}" if at else ""),
-            where=at, timeout=seconds,
+            where=at,
+            timeout=seconds,
         ) from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -99,8 +100,15 @@ def _hard_stop_later(seconds: float) -> None:
             continue
 
 
-def run_here(target: Any, check: CheckOptions, run: RunOptions, *, label: str = "", limit: bool = True,
-             progress: Callable[[Progress], None] | None = None) -> CheckResult:
+def run_here(
+    target: Any,
+    check: CheckOptions,
+    run: RunOptions,
+    *,
+    label: str = "",
+    limit: bool = True,
+    progress: Callable[[Progress], None] | None = None,
+) -> CheckResult:
     """``run_check`` under ``run.profile`` and (with ``limit``) ``run.timeout``, then the reports."""
     profile = hypothesis_profile(run.profile) if run.profile else contextlib.nullcontext()
     timer = deadline(run.timeout, label or str(target)) if limit else contextlib.nullcontext()

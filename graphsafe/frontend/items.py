@@ -30,8 +30,20 @@ from .options import RunOptions
 from .runner import audit, run
 from .sandbox import MAX_LIVE, get_sandbox, warm
 
-__all__ = ["PluginRun", "GraphsafeItem", "GraphsafeCollector", "GraphsafeFailure", "prepare_early", "configure",
-           "header", "collect", "configure_node", "prestart_upcoming", "fixture_for", "gpu_sharing_hint"]
+__all__ = [
+    "PluginRun",
+    "GraphsafeItem",
+    "GraphsafeCollector",
+    "GraphsafeFailure",
+    "prepare_early",
+    "configure",
+    "header",
+    "collect",
+    "configure_node",
+    "prestart_upcoming",
+    "fixture_for",
+    "gpu_sharing_hint",
+]
 
 
 @dataclass(frozen=True)
@@ -93,10 +105,19 @@ def configure(config: pytest.Config) -> None:
     prepare_engine(opts.engine)
     if opts.targets and not hasattr(config, "workerinput"):  # not in xdist workers: see schedule
         config.pluginmanager.register(schedule.DurationRecorder(config, opts.check.engine), "graphsafe-durations")
-    controller = (getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "tx", None))
-                  and not hasattr(config, "workerinput"))  # xdist's controller runs no item
-    if (opts.targets and opts.run.isolate == "target" and isinstance(opts.check.engine, str)
-            and not engine_problem(opts.engine) and not controller and not config.option.collectonly):
+    controller = (
+        getattr(config.option, "dist", "no") != "no"
+        and bool(getattr(config.option, "tx", None))
+        and not hasattr(config, "workerinput")
+    )  # xdist's controller runs no item
+    if (
+        opts.targets
+        and opts.run.isolate == "target"
+        and isinstance(opts.check.engine, str)
+        and not engine_problem(opts.engine)
+        and not controller
+        and not config.option.collectonly
+    ):
         warm(opts.engine)  # the fork server imports torch and graphsafe while pytest collects
 
 
@@ -107,11 +128,15 @@ def header(config: pytest.Config) -> list[str] | None:
     c, r = opts.check, opts.run
     lines = [
         f"graphsafe: {len(opts.targets)} target(s), engine {c.engine}, profile {r.profile.removeprefix('graphsafe-')}, "
-        f"{c.examples} examples" + ("" if opts.options.examples_given else " (the profile's)")
+        f"{c.examples} examples"
+        + ("" if opts.options.examples_given else " (the profile's)")
         + f", probes {','.join(c.probes) if c.probes else 'all'}"
         + (f", reports in {r.report_dir}" if r.report_dir else "")
-        + (f", one process per target (timeout {r.timeout:g}s)" if r.isolate == "target"
-           else f", no isolation (timeout {r.timeout:g}s)")
+        + (
+            f", one process per target (timeout {r.timeout:g}s)"
+            if r.isolate == "target"
+            else f", no isolation (timeout {r.timeout:g}s)"
+        )
     ]
     workers = getattr(config.option, "numprocesses", None)
     if isinstance(workers, int) and workers > 1 and c.engine in ("auto", "cuda"):
@@ -130,8 +155,10 @@ def gpu_sharing_hint(workers: int, gpus: int) -> str | None:
     """
     if gpus < 1 or workers <= gpus:
         return None
-    return (f"graphsafe: {workers} workers share {gpus} GPU(s); the GPU time-slices between processes, so "
-            "workers beyond one per GPU add little speed unless MPS is running (benchmarks/gpu_sharing.py)")
+    return (
+        f"graphsafe: {workers} workers share {gpus} GPU(s); the GPU time-slices between processes, so "
+        "workers beyond one per GPU add little speed unless MPS is running (benchmarks/gpu_sharing.py)"
+    )
 
 
 def collect(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -154,7 +181,7 @@ def prestart_upcoming(item: pytest.Item, nextitem: pytest.Item | None) -> None:
         upcoming.prestart()
 
 
-def _upcoming(item: pytest.Item, nextitem: pytest.Item | None) -> list["GraphsafeItem"]:
+def _upcoming(item: pytest.Item, nextitem: pytest.Item | None) -> list[GraphsafeItem]:
     """The next graphsafe items whose sandboxes may start now (under xdist only ``nextitem`` is
     known to be this worker's; otherwise the session runs ``session.items`` in order)."""
     if not isinstance(nextitem, GraphsafeItem):
@@ -163,7 +190,7 @@ def _upcoming(item: pytest.Item, nextitem: pytest.Item | None) -> list["Graphsaf
         return [nextitem]
     items = item.session.items
     start = next((i for i, it in enumerate(items) if it is nextitem), len(items))
-    return [it for it in items[start:start + MAX_LIVE - 1] if isinstance(it, GraphsafeItem)]
+    return [it for it in items[start : start + MAX_LIVE - 1] if isinstance(it, GraphsafeItem)]
 
 
 # -- the fixture ------------------------------------------------------------------------------------
@@ -178,11 +205,14 @@ def fixture_for(request: pytest.FixtureRequest) -> GraphsafeFixture:
     prepare_engine(opts.engine)
     if late and not config.stash.get(_WARNED, False):
         config.stash[_WARNED] = True
-        request.node.warn(pytest.PytestWarning(
-            "graphsafe: no GPU here, so Triton was switched to its interpreter at the first use of the graphsafe "
-            "fixture, after triton was imported: kernels defined before now do not run under it. To switch it on at "
-            "start-up, pass --graphsafe-engine auto (or set graphsafe_engine = auto in the pytest ini file), or set "
-            "TRITON_INTERPRET=1"))
+        request.node.warn(
+            pytest.PytestWarning(
+                "graphsafe: no GPU here, so Triton was switched to its interpreter at the first use of the graphsafe "
+                "fixture, after triton was imported: kernels defined before now do not run under it. To switch it on at "
+                "start-up, pass --graphsafe-engine auto (or set graphsafe_engine = auto in the pytest ini file), or set "
+                "TRITON_INTERPRET=1"
+            )
+        )
     given = {k: g for k, g in o.pytest_given(config).items() if k != "isolate"}
     return GraphsafeFixture({**given, **marker_given(request.node)})
 
@@ -198,8 +228,9 @@ class GraphsafeCollector(pytest.Collector):
         opts = run_of(self.config)
         kinds = {t: schedule.kind_of(t) for t in opts.targets}
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1) if worker_id() else 1
-        order = schedule.longest_first(opts.targets, kinds, schedule.history(self.config, opts.check.engine),
-                                       workers=workers, others=self.others)
+        order = schedule.longest_first(
+            opts.targets, kinds, schedule.history(self.config, opts.check.engine), workers=workers, others=self.others
+        )
         for target in order:
             yield GraphsafeItem.from_parent(self, name=f"graphsafe[{target}]", target=target)
 
@@ -234,8 +265,10 @@ class GraphsafeItem(pytest.Item):
             spec = check.spec_for(cls)
             fitting = tuple(s for s in check.capture_sizes if s <= spec.max_reqs)
             if not fitting:
-                raise UsageError(f"{self.target}: no capture size in {list(check.capture_sizes)} fits its spec "
-                                 f"(max_reqs={spec.max_reqs})")
+                raise UsageError(
+                    f"{self.target}: no capture size in {list(check.capture_sizes)} fits its spec "
+                    f"(max_reqs={spec.max_reqs})"
+                )
             check = check.replace(capture_sizes=fitting)
         return cls, check, opts.run
 
@@ -248,8 +281,9 @@ class GraphsafeItem(pytest.Item):
             box = self._sandbox(cls)
             before = len(box.startups) if box is not None else 0
             if opts.audit:
-                self.result = audit(cls, check, report_dir=run_opts.report_dir, isolate=run_opts.isolate,
-                                    timeout=run_opts.timeout)
+                self.result = audit(
+                    cls, check, report_dir=run_opts.report_dir, isolate=run_opts.isolate, timeout=run_opts.timeout
+                )
             else:
                 self.result = run(cls, check, run_opts, label=self.target)
         except TargetFailure as e:

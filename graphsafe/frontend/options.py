@@ -26,9 +26,10 @@ import dataclasses
 import difflib
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .. import defaults
 from ..capture.policies import resolve_capture
@@ -39,15 +40,47 @@ from ..errors import UsageError
 from ..probes import PROBES
 from .devices import uses_cuda
 from .profiles import (
-    PROFILES, default_examples, default_profile, env_is_ci, hypothesis_profile, profile_name, register_profiles,
+    PROFILES,
+    default_examples,
+    default_profile,
+    env_is_ci,
+    hypothesis_profile,
+    profile_name,
+    register_profiles,
 )
 
 __all__ = [
-    "Given", "Front", "FRONTS", "Resolved", "RunOptions", "resolve", "keywords", "CHECK_KEYS", "RUN_KEYS",
-    "pytest_given", "pytest_targets", "pytest_audit", "engine_name",
-    "check_report_dir", "PROFILES", "ISOLATION", "parse_engine", "parse_int", "parse_sizes", "parse_probes",
-    "parse_isolate", "parse_timeout", "parse_capture", "expand_targets", "profile_name", "default_profile",
-    "default_examples", "env_is_ci", "register_profiles", "hypothesis_profile", "one_line",
+    "Given",
+    "Front",
+    "FRONTS",
+    "Resolved",
+    "RunOptions",
+    "resolve",
+    "keywords",
+    "CHECK_KEYS",
+    "RUN_KEYS",
+    "pytest_given",
+    "pytest_targets",
+    "pytest_audit",
+    "engine_name",
+    "check_report_dir",
+    "PROFILES",
+    "ISOLATION",
+    "parse_engine",
+    "parse_int",
+    "parse_sizes",
+    "parse_probes",
+    "parse_isolate",
+    "parse_timeout",
+    "parse_capture",
+    "expand_targets",
+    "profile_name",
+    "default_profile",
+    "default_examples",
+    "env_is_ci",
+    "register_profiles",
+    "hypothesis_profile",
+    "one_line",
 ]
 
 ISOLATION = defaults.ISOLATION
@@ -245,9 +278,17 @@ def _seed(value: Any, where: str) -> int:
     return parse_int(value, where, minimum=0)
 
 
-_TEXT = {"engine": parse_engine, "examples": parse_int, "steps": parse_int, "seed": _seed,
-         "capture_sizes": parse_sizes, "capture": parse_capture, "probes": parse_probes, "isolate": parse_isolate,
-         "timeout": parse_timeout}
+_TEXT = {
+    "engine": parse_engine,
+    "examples": parse_int,
+    "steps": parse_int,
+    "seed": _seed,
+    "capture_sizes": parse_sizes,
+    "capture": parse_capture,
+    "probes": parse_probes,
+    "isolate": parse_isolate,
+    "timeout": parse_timeout,
+}
 
 
 def _unknown(name: str) -> UsageError:
@@ -293,8 +334,12 @@ def resolve(given: Mapping[str, Given], front: str) -> Resolved:
     isolate = values.get("isolate", row.isolate)
     if isolate == "auto":
         isolate = "target" if isinstance(check.engine, str) and uses_cuda(check.engine) else "none"
-    run = RunOptions(isolate=isolate, timeout=values.get("timeout", defaults.TIMEOUT_S),
-                     report_dir=values.get("report_dir"), profile=profile)
+    run = RunOptions(
+        isolate=isolate,
+        timeout=values.get("timeout", defaults.TIMEOUT_S),
+        report_dir=values.get("report_dir"),
+        profile=profile,
+    )
     return Resolved(check, run, examples_given)
 
 

@@ -43,18 +43,31 @@ __all__ = ["graphsafe", "asked"]
 #: the options that take a value: ``--graphsafe-<name>`` and the ini key ``graphsafe_<name>``
 _VALUED = {
     "engine": ("ENGINE", "auto (default: cuda when a GPU is visible, else emulate), cuda or emulate"),
-    "examples": ("N", "Hypothesis examples per target (default: by profile, "
-                      + ", ".join(f"{k} {n}" for k, (_, n) in defaults.PROFILES.items()) + ")"),
+    "examples": (
+        "N",
+        "Hypothesis examples per target (default: by profile, "
+        + ", ".join(f"{k} {n}" for k, (_, n) in defaults.PROFILES.items())
+        + ")",
+    ),
     "steps": ("N", f"most batches per drawn step sequence (default {defaults.STEPS})"),
     "capture_sizes": ("1,2,4", "capture sizes to test (default: each target's default_spec sizes)"),
-    "capture": ("POLICIES", f"how graphs are captured: {defaults.CAPTURE} (default: worst, ascending, minimal and "
-                            "drawn batches) or some of worst, ascending, minimal, drawn"),
+    "capture": (
+        "POLICIES",
+        f"how graphs are captured: {defaults.CAPTURE} (default: worst, ascending, minimal and "
+        "drawn batches) or some of worst, ascending, minimal, drawn",
+    ),
     "probes": ("P1,P2", "finding kinds to report (default: all)"),
     "report_dir": ("DIR", "write a report for each finding under DIR (default: no reports)"),
-    "profile": ("PROFILE", f"Hypothesis profile for graphsafe checks: {', '.join(defaults.PROFILES)} "
-                           "(default: ci when $CI is true, else fast)"),
-    "isolate": ("MODE", "target (default): each target's check in a process of its own, so that a crash, "
-                        "hang or broken CUDA context fails only that target; none: in the pytest process"),
+    "profile": (
+        "PROFILE",
+        f"Hypothesis profile for graphsafe checks: {', '.join(defaults.PROFILES)} "
+        "(default: ci when $CI is true, else fast)",
+    ),
+    "isolate": (
+        "MODE",
+        "target (default): each target's check in a process of its own, so that a crash, "
+        "hang or broken CUDA context fails only that target; none: in the pytest process",
+    ),
     "timeout": ("SECONDS", f"stop a target's check after SECONDS (default {defaults.TIMEOUT_S:g})"),
 }
 _ASKED = pytest.StashKey[bool]()
@@ -62,16 +75,29 @@ _ASKED = pytest.StashKey[bool]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("graphsafe", "graphsafe: CUDA-graph capture checks")
-    group.addoption("--graphsafe", action="append", dest="graphsafe_targets", default=None, metavar="TARGET",
-                    help="check TARGET ('module:Class', a registered name, or 'all'); repeatable. One item per target.")
+    group.addoption(
+        "--graphsafe",
+        action="append",
+        dest="graphsafe_targets",
+        default=None,
+        metavar="TARGET",
+        help="check TARGET ('module:Class', a registered name, or 'all'); repeatable. One item per target.",
+    )
     for name, (metavar, text) in _VALUED.items():
         flag = "--graphsafe-" + name.replace("_", "-")
         group.addoption(flag, dest=f"graphsafe_{name}", default=None, metavar=metavar, help=text)
         parser.addini(f"graphsafe_{name}", f"like {flag}", default="")
-    group.addoption("--graphsafe-audit", action="store_true", dest="graphsafe_audit", default=None,
-                    help="audit each target instead of checking it: every batch kind under worst-case and minimal "
-                         "capture; an item fails when the declared support level is higher than the safe one")
-    parser.addini("graphsafe_audit", "audit the targets instead of checking them (true/false)", type="bool", default=False)
+    group.addoption(
+        "--graphsafe-audit",
+        action="store_true",
+        dest="graphsafe_audit",
+        default=None,
+        help="audit each target instead of checking it: every batch kind under worst-case and minimal "
+        "capture; an item fails when the declared support level is higher than the safe one",
+    )
+    parser.addini(
+        "graphsafe_audit", "audit the targets instead of checking them (true/false)", type="bool", default=False
+    )
     parser.addini("graphsafe_targets", "targets to check (one per line), like --graphsafe", type="linelist", default=[])
 
 
@@ -111,8 +137,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "graphsafe(**kwargs): options for the graphsafe fixture's checks in this test "
-                                       "(engine, examples, steps, probes, capture_sizes, report_dir, profile, ...)")
+    config.addinivalue_line(
+        "markers",
+        "graphsafe(**kwargs): options for the graphsafe fixture's checks in this test "
+        "(engine, examples, steps, probes, capture_sizes, report_dir, profile, ...)",
+    )
     if asked(config):
         config.stash[_ASKED] = True
         _items().configure(config)

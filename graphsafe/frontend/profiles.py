@@ -12,16 +12,24 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from hypothesis import settings
 
 from .. import defaults
 from ..errors import UsageError
 
-__all__ = ["PROFILES", "env_is_ci", "default_profile", "profile_name", "default_examples", "register_profiles",
-           "hypothesis_profile"]
+__all__ = [
+    "PROFILES",
+    "env_is_ci",
+    "default_profile",
+    "profile_name",
+    "default_examples",
+    "register_profiles",
+    "hypothesis_profile",
+]
 
 #: short name -> (Hypothesis profile, default number of examples)
 PROFILES = defaults.PROFILES
@@ -43,7 +51,7 @@ def profile_name(value: Any = None) -> str:
         value = default_profile()
     v = str(value).strip().lower()
     if v.startswith("graphsafe-"):
-        v = v[len("graphsafe-"):]
+        v = v[len("graphsafe-") :]
     if v not in PROFILES:
         raise UsageError(f"profile: unknown profile {value!r}; choose one of {', '.join(PROFILES)}")
     return PROFILES[v][0]

@@ -10,7 +10,8 @@ the check that broke it, instead of failing in a cascade of unrelated errors.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..capture.compare import Tolerance
 from ..checker import CheckOptions, Progress
@@ -33,8 +34,14 @@ __all__ = ["run", "check", "audit", "RunOptions"]
 _broken_by: list[str] = []
 
 
-def run(target: Any, check: CheckOptions, options: RunOptions = RunOptions(), *, label: str = "",
-        progress: Callable[[Progress], None] | None = None) -> CheckResult:
+def run(
+    target: Any,
+    check: CheckOptions,
+    options: RunOptions = RunOptions(),
+    *,
+    label: str = "",
+    progress: Callable[[Progress], None] | None = None,
+) -> CheckResult:
     """One check of ``target``: the :class:`CheckResult`, or a :class:`~graphsafe.errors.GraphsafeError`
     (usage and contract errors, a target that crashed, hung or broke its CUDA context).  ``progress``
     is called after every example, from this process, isolated or not."""
@@ -54,8 +61,10 @@ def _run(target: Any, check: CheckOptions, options: RunOptions, label: str, prog
         return box.check(check, options, label, progress=progress)
     cuda = uses_cuda(engine)
     if cuda and _broken_by:
-        raise ContextBroken(f"{label}: CUDA context broken by {_broken_by[0]}; rerun with isolation "
-                            "(--isolate, --graphsafe-isolate target)")
+        raise ContextBroken(
+            f"{label}: CUDA context broken by {_broken_by[0]}; rerun with isolation "
+            "(--isolate, --graphsafe-isolate target)"
+        )
     try:
         result = run_here(target, check, options, label=label, progress=progress)
     except GraphsafeError:
@@ -67,7 +76,8 @@ def _run(target: Any, check: CheckOptions, options: RunOptions, label: str, prog
             raise ContextBroken(
                 f"{label}: the check raised {type(e).__name__}: {first[0] if first else ''}, and this process's "
                 "CUDA context was unusable afterwards; the remaining CUDA checks of this process will fail: rerun "
-                "with isolation") from e
+                "with isolation"
+            ) from e
         raise
     if not result.ok:
         _note_broken(cuda, label)
@@ -133,10 +143,27 @@ def check(
         result = graphsafe.check("flex:fresh_metadata", engine="emulate", examples=20)
         assert result.kinds == {"unpersisted-metadata"}
     """
-    resolved = resolve(keywords(dict(
-        spec=spec, engine=engine, examples=examples, steps=steps, capture_sizes=capture_sizes, probes=probes,
-        capture=capture, tolerance=tolerance, seed=seed, device=device, database=database, report_dir=report_dir,
-        isolate=isolate, timeout=timeout)), "api")
+    resolved = resolve(
+        keywords(
+            dict(
+                spec=spec,
+                engine=engine,
+                examples=examples,
+                steps=steps,
+                capture_sizes=capture_sizes,
+                probes=probes,
+                capture=capture,
+                tolerance=tolerance,
+                seed=seed,
+                device=device,
+                database=database,
+                report_dir=report_dir,
+                isolate=isolate,
+                timeout=timeout,
+            )
+        ),
+        "api",
+    )
     return run(target, resolved.check, resolved.run)
 
 
@@ -167,8 +194,9 @@ def audit(
     resolved = resolve(keywords(dict(fields, isolate=isolate, timeout=timeout, report_dir=report_dir)), "audit")
     opts = options.replace(**fields) if options is not None else resolved.check
     cells = RunOptions(isolate=resolved.run.isolate, timeout=resolved.run.timeout)  # findings live in the table
-    result = run_audit(target, opts, capture=tuple(capture),
-                       run_cell=lambda o: run(target, o, cells, label=display_name(target)))
+    result = run_audit(
+        target, opts, capture=tuple(capture), run_cell=lambda o: run(target, o, cells, label=display_name(target))
+    )
     if resolved.run.report_dir is not None:
         write_audit(result, resolved.run.report_dir)
     return result

@@ -66,12 +66,16 @@ def kind_of(target: str) -> str:
     return PASSES if getattr(cls, "expected", None) is None else FINDS
 
 
-def longest_first(targets: list[str], kinds: dict[str, str], history: dict[str, float], workers: int = 1,
-                  others: int = 0) -> list[str]:
+def longest_first(
+    targets: list[str], kinds: dict[str, str], history: dict[str, float], workers: int = 1, others: int = 0
+) -> list[str]:
     """``targets`` in the order they should run for ``workers`` xdist workers, with ``others`` other
     items collected before them (see the module docstring)."""
-    timed = {t: float(history[t]) for t in targets if kinds.get(t) != ERROR
-             and isinstance(history.get(t), (int, float)) and not isinstance(history.get(t), bool)}
+    timed = {
+        t: float(history[t])
+        for t in targets
+        if kinds.get(t) != ERROR and isinstance(history.get(t), (int, float)) and not isinstance(history.get(t), bool)
+    }
 
     def expected(target: str) -> float:
         kind = kinds.get(target, PASSES)
@@ -133,7 +137,7 @@ class DurationRecorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         name = report.nodeid
         if name.startswith("graphsafe[") and name.endswith("]"):
-            target = name[len("graphsafe["):-1]
+            target = name[len("graphsafe[") : -1]
             self.seconds[target] = self.seconds.get(target, 0.0) + float(report.duration or 0.0)
 
     def pytest_sessionfinish(self) -> None:

@@ -6,7 +6,8 @@ import contextlib
 import functools
 import logging
 import os
-from typing import Any, Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
 
 from ..engines import recording
 from ..engines.recording import Recorder
@@ -43,17 +44,19 @@ def _skip(key: Hashable, host_values: Any = None) -> None:
 class _Capture(contextlib.ContextDecorator):
     """``with guard.capture(key):`` around one graph's capture (also a decorator for a fixed key)."""
 
-    def __init__(self, guard: "Guard", key: Hashable, host_values: Mapping[str, Any] | None):
+    def __init__(self, guard: Guard, key: Hashable, host_values: Mapping[str, Any] | None):
         self.guard, self.key, self.host_values = guard, key, host_values
         self._rec: Recorder | None = None
 
-    def __enter__(self) -> "_Capture":
+    def __enter__(self) -> _Capture:
         if self.guard._off:
             return self
         current = recording.active()
         if current is not None and not current.yields:
-            raise UsageError("guard.capture() must enclose the capture (around engine.capture(...), or inside "
-                             "torch.cuda.graph(...) around the captured call), not run inside graphsafe's own recording")
+            raise UsageError(
+                "guard.capture() must enclose the capture (around engine.capture(...), or inside "
+                "torch.cuda.graph(...) around the captured call), not run inside graphsafe's own recording"
+            )
         self._rec = Recorder("capture", yields=True)
         self._rec.__enter__()
         return self
@@ -65,8 +68,9 @@ class _Capture(contextlib.ContextDecorator):
         rec.__exit__(*exc)
         if exc[0] is None:
             g = self.guard
-            g._plans[self.key] = build_plan(self.key, _recorders(rec), g.owner, name=g.name, ignore=g.ignore,
-                                            host_values=self.host_values)
+            g._plans[self.key] = build_plan(
+                self.key, _recorders(rec), g.owner, name=g.name, ignore=g.ignore, host_values=self.host_values
+            )
         return False
 
 
@@ -96,15 +100,26 @@ class Guard:
     findings under (a registered graphsafe target makes their ``repro.py`` runnable).
     """
 
-    def __init__(self, owner: Any = None, *, mode: str = "sample", every: int = 100,
-                 on_failure: str | Callable[[Finding], Any] = "raise", report_dir: str | os.PathLike | None = None,
-                 name: str = "self", target: str = "", ignore: Iterable[str] = ()):
+    def __init__(
+        self,
+        owner: Any = None,
+        *,
+        mode: str = "sample",
+        every: int = 100,
+        on_failure: str | Callable[[Finding], Any] = "raise",
+        report_dir: str | os.PathLike | None = None,
+        name: str = "self",
+        target: str = "",
+        ignore: Iterable[str] = (),
+    ):
         if mode not in MODES:
             raise UsageError(f"Guard(mode={mode!r}): choose one of {', '.join(MODES)}")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise UsageError(f"Guard(every={every!r}): must be an int >= 1 (check one replay in every N)")
         if not callable(on_failure) and on_failure not in ON_FAILURE:
-            raise UsageError(f"Guard(on_failure={on_failure!r}): choose one of {', '.join(ON_FAILURE)} or pass a callable")
+            raise UsageError(
+                f"Guard(on_failure={on_failure!r}): choose one of {', '.join(ON_FAILURE)} or pass a callable"
+            )
         self.owner, self.mode, self.every, self.on_failure = owner, mode, every, on_failure
         self.report_dir = None if report_dir is None else os.fspath(report_dir)
         self.name, self.target, self.ignore = name, target, tuple(ignore)
@@ -118,21 +133,26 @@ class Guard:
         self._reported: dict[tuple[str, str, str], str] = {}  # finding key -> its report directory ("" if none)
 
     @classmethod
-    def from_env(cls, owner: Any = None, **defaults: Any) -> "Guard":
+    def from_env(cls, owner: Any = None, **defaults: Any) -> Guard:
         """A guard configured by the environment over ``defaults`` (mode ``off`` unless set):
         ``GRAPHSAFE_GUARD`` (off, sample, strict), ``GRAPHSAFE_GUARD_EVERY``, ``GRAPHSAFE_GUARD_ON_FAILURE``
         (raise, log) and ``GRAPHSAFE_GUARD_REPORT_DIR``."""
         kw = {"mode": "off", **defaults}
         env = os.environ
-        for var, field in (("GRAPHSAFE_GUARD", "mode"), ("GRAPHSAFE_GUARD_ON_FAILURE", "on_failure"),
-                           ("GRAPHSAFE_GUARD_REPORT_DIR", "report_dir")):
+        for var, field in (
+            ("GRAPHSAFE_GUARD", "mode"),
+            ("GRAPHSAFE_GUARD_ON_FAILURE", "on_failure"),
+            ("GRAPHSAFE_GUARD_REPORT_DIR", "report_dir"),
+        ):
             if env.get(var):
                 kw[field] = env[var].strip()
         if env.get("GRAPHSAFE_GUARD_EVERY"):
             try:
                 kw["every"] = int(env["GRAPHSAFE_GUARD_EVERY"])
             except ValueError:
-                raise UsageError(f"GRAPHSAFE_GUARD_EVERY={env['GRAPHSAFE_GUARD_EVERY']!r}: must be an int >= 1") from None
+                raise UsageError(
+                    f"GRAPHSAFE_GUARD_EVERY={env['GRAPHSAFE_GUARD_EVERY']!r}: must be an int >= 1"
+                ) from None
         return cls(owner, **kw)
 
     # -- state ---------------------------------------------------------------------------
@@ -155,8 +175,16 @@ class Guard:
 
     def stats(self) -> dict[Hashable, dict[str, Any]]:
         """Per graph: storages watched, attribute paths bound, host values known, checks made."""
-        return {k: {"storages": len(p.watched), "paths": len(p.bindings), "host_values": len(p.host),
-                    "checks": p.checks, "engine": p.engine} for k, p in self._plans.items()}
+        return {
+            k: {
+                "storages": len(p.watched),
+                "paths": len(p.bindings),
+                "host_values": len(p.host),
+                "checks": p.checks,
+                "engine": p.engine,
+            }
+            for k, p in self._plans.items()
+        }
 
     # -- capture ---------------------------------------------------------------------------
     def capture(self, key: Hashable, host_values: Mapping[str, Any] | None = None) -> _Capture:
@@ -223,8 +251,10 @@ class Guard:
     # -- internals --------------------------------------------------------------------------
     def _plan(self, key: Hashable) -> GraphPlan:
         if key not in self._plans:
-            raise UsageError(f"graphsafe.guard: no graph was captured under key {key!r} "
-                             f"(captured: {', '.join(map(repr, self._plans)) or 'none'})")
+            raise UsageError(
+                f"graphsafe.guard: no graph was captured under key {key!r} "
+                f"(captured: {', '.join(map(repr, self._plans)) or 'none'})"
+            )
         return self._plans[key]
 
     def _check(self, plan: GraphPlan, host_values: HostValues) -> None:

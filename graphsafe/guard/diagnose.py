@@ -9,7 +9,8 @@ differs from the one the capture froze is ``frozen-host-value``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -52,11 +53,22 @@ def _joined(parts: list[str], most: int = 3) -> str:
 
 
 def _finding(kind: FindingKind, message: str, where: str, plan: GraphPlan, replay: int, details: dict) -> Finding:
-    details = {"graph_key": repr(plan.key), "replay": replay, "last_good_replay": plan.replays_at_last_check,
-               "source": "graphsafe.guard", **details}
-    return Finding(kind=kind, message=message, where=where, probe="guard", engine=plan.engine,
-                   capture_size=plan.key if isinstance(plan.key, int) and not isinstance(plan.key, bool) else 0,
-                   details=details)
+    details = {
+        "graph_key": repr(plan.key),
+        "replay": replay,
+        "last_good_replay": plan.replays_at_last_check,
+        "source": "graphsafe.guard",
+        **details,
+    }
+    return Finding(
+        kind=kind,
+        message=message,
+        where=where,
+        probe="guard",
+        engine=plan.engine,
+        capture_size=plan.key if isinstance(plan.key, int) and not isinstance(plan.key, bool) else 0,
+        details=details,
+    )
 
 
 def _pointer_findings(plan: GraphPlan, owner: Any, replay: int) -> list[Finding]:
@@ -66,39 +78,84 @@ def _pointer_findings(plan: GraphPlan, owner: Any, replay: int) -> list[Finding]
         now = _now(w, owner) if owner is not None else []
         key = w.buf.key
         if not w.buf.alive():
-            repl = [text + (" (the same address, reused by the allocator)" if k == key else "") for _, k, _, text in now]
-            freed.append((w, f"{w.name()} ({w.describe()}) was freed after capture" + "".join(f"; {r}" for r in repl),
-                          repl))
+            repl = [
+                text + (" (the same address, reused by the allocator)" if k == key else "") for _, k, _, text in now
+            ]
+            freed.append(
+                (w, f"{w.name()} ({w.describe()}) was freed after capture" + "".join(f"; {r}" for r in repl), repl)
+            )
             continue
         moved = [(p, text) for p, k, impl, text in now if k != key and impl != w.impl]
         resized = [p for p, k, impl, _ in now if k != key and impl == w.impl]
         if resized:  # the same storage, its memory reallocated (resize_): the graph reads the old memory
-            freed.append((w, f"{w.name()} ({w.describe()}) was reallocated in place after capture (resize_ of its "
-                          f"storage): {resized[0]} now has its memory at another address", []))
+            freed.append(
+                (
+                    w,
+                    f"{w.name()} ({w.describe()}) was reallocated in place after capture (resize_ of its "
+                    f"storage): {resized[0]} now has its memory at another address",
+                    [],
+                )
+            )
         elif moved:
             if held_now is None:
                 held_now = paths_by_storage(owner, plan.name)
             kept = held_now.get(key, [])
             held = f", still held at {', '.join(kept[:3])}" if kept else ", still alive"
-            rebound.append((w, moved[0][0],
-                            f"{', '.join(p for p, _ in moved)} rebound after capture: the graph reads the captured tensor "
-                            f"({w.describe()}){held}, while {'; '.join(t for _, t in moved)}", [t for _, t in moved]))
+            rebound.append(
+                (
+                    w,
+                    moved[0][0],
+                    f"{', '.join(p for p, _ in moved)} rebound after capture: the graph reads the captured tensor "
+                    f"({w.describe()}){held}, while {'; '.join(t for _, t in moved)}",
+                    [t for _, t in moved],
+                )
+            )
     out = []
     if freed:
-        out.append(_finding(
-            FindingKind.STALE_POINTER,
-            "the graph reads freed memory: " + _joined([m for _, m, _ in freed]) + f" ({_window(plan, replay)})",
-            freed[0][0].where(), plan, replay,
-            {"dead": [{"path": w.where(), "address": hex(w.buf.address), "first_use": w.buf.first_use,
-                       "kernels": list(w.buf.kernels), "replacement": repl} for w, _, repl in freed]}))
+        out.append(
+            _finding(
+                FindingKind.STALE_POINTER,
+                "the graph reads freed memory: " + _joined([m for _, m, _ in freed]) + f" ({_window(plan, replay)})",
+                freed[0][0].where(),
+                plan,
+                replay,
+                {
+                    "dead": [
+                        {
+                            "path": w.where(),
+                            "address": hex(w.buf.address),
+                            "first_use": w.buf.first_use,
+                            "kernels": list(w.buf.kernels),
+                            "replacement": repl,
+                        }
+                        for w, _, repl in freed
+                    ]
+                },
+            )
+        )
     if rebound:
-        out.append(_finding(
-            FindingKind.UNPERSISTED_METADATA,
-            "the graph reads tensors the owner no longer holds there, so this step's values go where the graph "
-            "does not read: " + _joined([m for _, _, m, _ in rebound]) + f" ({_window(plan, replay)})",
-            rebound[0][1], plan, replay,
-            {"rebound": [{"path": p, "address": hex(w.buf.address), "first_use": w.buf.first_use,
-                          "kernels": list(w.buf.kernels), "now": now} for w, p, _, now in rebound]}))
+        out.append(
+            _finding(
+                FindingKind.UNPERSISTED_METADATA,
+                "the graph reads tensors the owner no longer holds there, so this step's values go where the graph "
+                "does not read: " + _joined([m for _, _, m, _ in rebound]) + f" ({_window(plan, replay)})",
+                rebound[0][1],
+                plan,
+                replay,
+                {
+                    "rebound": [
+                        {
+                            "path": p,
+                            "address": hex(w.buf.address),
+                            "first_use": w.buf.first_use,
+                            "kernels": list(w.buf.kernels),
+                            "now": now,
+                        }
+                        for w, p, _, now in rebound
+                    ]
+                },
+            )
+        )
     return out
 
 
@@ -108,20 +165,30 @@ def _host_findings(plan: GraphPlan, values: Mapping[str, Any], replay: int) -> l
         hv = plan.host.get(name)
         if hv is None:
             known = sorted(n for n in plan.host if "." not in n)
-            raise UsageError(f"host value {name!r} is not an argument of any Triton launch graph {plan.key!r} captured, "
-                             f"nor given to guard.capture(host_values=...); known names: {', '.join(known) or 'none'}")
+            raise UsageError(
+                f"host value {name!r} is not an argument of any Triton launch graph {plan.key!r} captured, "
+                f"nor given to guard.capture(host_values=...); known names: {', '.join(known) or 'none'}"
+            )
         if hv.ambiguous:
             seen = "; ".join(f"{val!r} by {at}" for val, at in hv.values)
-            raise UsageError(f"host value {name!r} was captured with several values ({seen}); "
-                             "name one kernel's argument as 'kernel.argument'")
+            raise UsageError(
+                f"host value {name!r} was captured with several values ({seen}); "
+                "name one kernel's argument as 'kernel.argument'"
+            )
         captured, at = hv.values[0]
         given = freeze(v)
         if given != captured:
-            out.append(_finding(
-                FindingKind.FROZEN_HOST_VALUE,
-                f"{name}: captured {captured!r}, this replay needs {given!r} (frozen into the graph by {at}; "
-                f"{_window(plan, replay)})",
-                name, plan, replay, {"name": name, "captured": captured, "needed": given, "at": at}))
+            out.append(
+                _finding(
+                    FindingKind.FROZEN_HOST_VALUE,
+                    f"{name}: captured {captured!r}, this replay needs {given!r} (frozen into the graph by {at}; "
+                    f"{_window(plan, replay)})",
+                    name,
+                    plan,
+                    replay,
+                    {"name": name, "captured": captured, "needed": given, "at": at},
+                )
+            )
     return out
 
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 import fnmatch
 import keyword
 import operator
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Mapping
+from typing import Any
 
 import torch
 
@@ -61,8 +62,10 @@ class Watched:
     def describe(self) -> str:
         b = self.buf
         kernels = ", ".join(b.kernels[:3]) + (" ..." if len(b.kernels) > 3 else "")
-        return (f"{b.dtype.replace('torch.', '')}, {b.nbytes} bytes at {hex(b.address)}, "
-                f"first used at {b.first_use or '?'} by {kernels or '?'}")
+        return (
+            f"{b.dtype.replace('torch.', '')}, {b.nbytes} bytes at {hex(b.address)}, "
+            f"first used at {b.first_use or '?'} by {kernels or '?'}"
+        )
 
 
 @dataclass(frozen=True)
@@ -173,8 +176,15 @@ def _liveness(buf: ExternalBuffer) -> tuple[Callable[[Any], bool], int, Any]:
     return _expired, buf.weak.cdata, buf.weak
 
 
-def build_plan(key: Hashable, recorders: list[Recorder], owner: Any, *, name: str = "self",
-               ignore: Iterable[str] = (), host_values: Mapping[str, Any] | None = None) -> GraphPlan:
+def build_plan(
+    key: Hashable,
+    recorders: list[Recorder],
+    owner: Any,
+    *,
+    name: str = "self",
+    ignore: Iterable[str] = (),
+    host_values: Mapping[str, Any] | None = None,
+) -> GraphPlan:
     """The plan for the graph whose capture ``recorders`` saw, with paths from ``owner`` as it is now."""
     external: dict[int, ExternalBuffer] = {}
     launches: list[Launch] = []
@@ -204,7 +214,15 @@ def build_plan(key: Hashable, recorders: list[Recorder], owner: Any, *, name: st
     else:  # a CUDA graph (engine "cuda" or torch.cuda.graph), or the guard's own recording of a CPU run
         engine = "cuda" if any(b.device.startswith("cuda") for b in external.values()) else "cpu"
     host = _host_values(launches, host_values)
-    plan = GraphPlan(key, engine, name, watched, host, tuple(liveness), tuple(bindings),
-                     {n: h.values[0][0] for n, h in host.items() if not h.ambiguous})
+    plan = GraphPlan(
+        key,
+        engine,
+        name,
+        watched,
+        host,
+        tuple(liveness),
+        tuple(bindings),
+        {n: h.values[0][0] for n, h in host.items() if not h.ambiguous},
+    )
     plan._handles = handles
     return plan

@@ -24,8 +24,9 @@ whichever kinds a check reports, so that a difference is always attributed to it
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..errors import UsageError
 from ..findings import Finding, FindingKind
@@ -66,16 +67,19 @@ def _probe(module) -> Probe:
 #: every probe by name, in the order probes of one stage run
 PROBES: dict[str, Probe] = {
     p.name: p
-    for p in map(_probe, [
-        capture_failure,
-        stale_pointer,
-        nondeterministic_replay,
-        lazy_init,
-        unpersisted_metadata,
-        frozen_host_value,  # before output-not-written: a frozen launch count explains an unwritten output
-        output_not_written,
-        stale_padding,
-    ])
+    for p in map(
+        _probe,
+        [
+            capture_failure,
+            stale_pointer,
+            nondeterministic_replay,
+            lazy_init,
+            unpersisted_metadata,
+            frozen_host_value,  # before output-not-written: a frozen launch count explains an unwritten output
+            output_not_written,
+            stale_padding,
+        ],
+    )
 }
 
 

@@ -40,10 +40,10 @@ KIND = FindingKind.FROZEN_HOST_VALUE
 STAGE = "diagnose"
 
 #: relative resolution of each output dtype: one unit in the last place, relative
-_RESOLUTION = {torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10, torch.float64: 2.0 ** -40}
+_RESOLUTION = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10, torch.float64: 2.0**-40}
 #: fp32 results: what TF32 rounding (10 mantissa bits) inside a reduction moves on a GPU; on the CPU
 #: fp32 reductions round at fp32, and a reordered one moves a result by much less
-_FP32 = {"cuda": 2.0 ** -10, "cpu": 2.0 ** -12}
+_FP32 = {"cuda": 2.0**-10, "cpu": 2.0**-12}
 
 
 def numerics_bound(dtype: torch.dtype, device: torch.device) -> float:
@@ -53,7 +53,7 @@ def numerics_bound(dtype: torch.dtype, device: torch.device) -> float:
     value near zero is the sum of terms of the tensor's magnitude."""
     if dtype == torch.float32:
         return _FP32.get(device.type, _FP32["cuda"])
-    return _RESOLUTION.get(dtype, 2.0 ** -7 if dtype.is_floating_point else 0.0)
+    return _RESOLUTION.get(dtype, 2.0**-7 if dtype.is_floating_point else 0.0)
 
 
 def _fmt(v) -> str:
@@ -96,32 +96,56 @@ def diff_launches(captured: list[Launch], needed: list[Launch]) -> list[dict]:
                 continue
             cap = [captured[i] for i in range(i1, i2)]
             need = [needed[j] for j in range(j1, j2)]
-            diffs.append({
-                "kind": "branch",
-                "kernel": (cap or need)[0].name,
-                "argument": "<launch sequence>",
-                "captured": [l.name for l in cap if l.kind == "triton"] or [l.name for l in cap][:4],
-                "needed": [l.name for l in need if l.kind == "triton"] or [l.name for l in need][:4],
-                "where": (need or cap)[0].where,
-                "triton": any(l.kind == "triton" for l in cap + need),
-            })
+            diffs.append(
+                {
+                    "kind": "branch",
+                    "kernel": (cap or need)[0].name,
+                    "argument": "<launch sequence>",
+                    "captured": [l.name for l in cap if l.kind == "triton"] or [l.name for l in cap][:4],
+                    "needed": [l.name for l in need if l.kind == "triton"] or [l.name for l in need][:4],
+                    "where": (need or cap)[0].where,
+                    "triton": any(l.kind == "triton" for l in cap + need),
+                }
+            )
         diffs.sort(key=lambda d: not d["triton"])
         return diffs
     seen: dict[str, int] = {}
     for la, lb in zip(captured, needed):
         occurrence = seen.get(la.name, 0)
         seen[la.name] = occurrence + 1
-        base = {"kernel": la.name, "where": lb.where, "triton": la.kind == "triton", "occurrence": occurrence,
-                "launch": la.kind}
+        base = {
+            "kernel": la.name,
+            "where": lb.where,
+            "triton": la.kind == "triton",
+            "occurrence": occurrence,
+            "launch": la.kind,
+        }
         if la.grid != lb.grid:
-            diffs.append({**base, "kind": "grid", "argument": "grid", "captured": la.grid, "needed": lb.grid,
-                          "substitute": la.kind == "triton"})
+            diffs.append(
+                {
+                    **base,
+                    "kind": "grid",
+                    "argument": "grid",
+                    "captured": la.grid,
+                    "needed": lb.grid,
+                    "substitute": la.kind == "triton",
+                }
+            )
         for name in la.args:
             va, vb = la.args[name], lb.args.get(name)
             if _shape_only(va) != _shape_only(vb):
-                diffs.append({**base, "kind": "argument", "argument": name, "captured": _fmt(va), "needed": _fmt(vb),
-                              "substitute": la.kind == "triton" and _scalar(va), "value": va,
-                              "tensor": _shape_only(va) != va})
+                diffs.append(
+                    {
+                        **base,
+                        "kind": "argument",
+                        "argument": name,
+                        "captured": _fmt(va),
+                        "needed": _fmt(vb),
+                        "substitute": la.kind == "triton" and _scalar(va),
+                        "value": va,
+                        "tensor": _shape_only(va) != va,
+                    }
+                )
     # kernels first (Triton, then calls such as FlashInfer's), torch ops last; host values before tensor shapes
     diffs.sort(key=lambda d: (not d["triton"], d["launch"] != "opaque", d.get("tensor", False)))
     return diffs
@@ -131,15 +155,19 @@ def _overrides(diffs: list[dict]) -> tuple[Override, ...] | None:
     """The captured values to run eager with, or None when one of them cannot be put back."""
     if not all(d.get("substitute") for d in diffs):
         return None
-    return tuple(Override(d["kernel"], d["occurrence"], d["argument"],
-                          d["captured"] if d["kind"] == "grid" else d["value"]) for d in diffs)
+    return tuple(
+        Override(d["kernel"], d["occurrence"], d["argument"], d["captured"] if d["kind"] == "grid" else d["value"])
+        for d in diffs
+    )
 
 
 def _beyond_bound(run, ctx: StepContext) -> list[Mismatch]:
     """Where ``run`` (eager at the captured values) differs from eager at the needed ones by more than
     :func:`numerics_bound`; live outputs and static state."""
     pairs = [(f"output[{i}]", a, b) for i, (a, b) in enumerate(zip(run.live, ctx.eager_live))]
-    pairs += [(f"static[{k!r}]", a, ctx.eager_static[k]) for k, a in (run.static or {}).items() if k in ctx.eager_static]
+    pairs += [
+        (f"static[{k!r}]", a, ctx.eager_static[k]) for k, a in (run.static or {}).items() if k in ctx.eager_static
+    ]
     out = []
     for name, a, b in pairs:
         if a.shape != b.shape or not b.dtype.is_floating_point or b.numel() == 0:
@@ -166,10 +194,12 @@ def _numerics_only(ctx: StepContext, diffs: list[dict]) -> str | None:
     if _beyond_bound(run, ctx):
         return None
     worst = max(ctx.mismatches, key=lambda m: m.max_abs if not math.isnan(m.max_abs) else math.inf)
-    return (f"; numerics only: the graph equals eager run with the captured values, which differs from eager with "
-            f"this batch's by at most {worst.max_abs:.3g} (relative {worst.max_rel:.3g}) in {worst.tensor}, within "
-            "the output dtype's resolution (or TF32 rounding for fp32 on a GPU); use Tolerance(bitwise=True) where "
-            "results must be batch-invariant")
+    return (
+        f"; numerics only: the graph equals eager run with the captured values, which differs from eager with "
+        f"this batch's by at most {worst.max_abs:.3g} (relative {worst.max_rel:.3g}) in {worst.tensor}, within "
+        "the output dtype's resolution (or TF32 rounding for fp32 on a GPU); use Tolerance(bitwise=True) where "
+        "results must be batch-invariant"
+    )
 
 
 def run(ctx: StepContext) -> Finding | None:
@@ -188,9 +218,13 @@ def run(ctx: StepContext) -> Finding | None:
         )
         where, cause = f"{d['kernel']} <launch sequence>", f"branch:{d['where']}"
     else:
-        msg = f"{d['kernel']} {d['argument']}: captured {d['captured']}, this batch needs {d['needed']} (at {d['where']})"
+        msg = (
+            f"{d['kernel']} {d['argument']}: captured {d['captured']}, this batch needs {d['needed']} (at {d['where']})"
+        )
         if len(diffs) > 1:
-            msg += f"; {len(diffs) - 1} more frozen value(s): " + ", ".join(f"{x['kernel']}.{x['argument']}" for x in diffs[1:4])
+            msg += f"; {len(diffs) - 1} more frozen value(s): " + ", ".join(
+                f"{x['kernel']}.{x['argument']}" for x in diffs[1:4]
+            )
         where = f"{d['kernel']}.{d['argument']}"
         cause = f"argument:{where}"
     severity = "error"

@@ -39,8 +39,9 @@ def skipped_launches(ctx) -> list[Launch]:
     info = ctx.info
     warm = [launch for launch in info.warmup_launches if launch.device_work]
     cap = [launch for launch in info.launches if launch.device_work]
-    sm = difflib.SequenceMatcher(a=[_token(x, info.paths) for x in warm], b=[_token(x, info.paths) for x in cap],
-                                 autojunk=False)
+    sm = difflib.SequenceMatcher(
+        a=[_token(x, info.paths) for x in warm], b=[_token(x, info.paths) for x in cap], autojunk=False
+    )
     return [warm[i] for tag, i1, i2, _, _ in sm.get_opcodes() if tag in ("delete", "replace") for i in range(i1, i2)]
 
 
@@ -72,22 +73,34 @@ def run(ctx: StepContext) -> Finding | None:
     if skipped:
         launch, v, carried = skipped[0]
         # a buffer the graph reads and writes is named whole; a region it only reads, as the view it reads
-        names = list(dict.fromkeys(ev.name(a.key) if rmw else ev.name(a.key, *byte_region(a), arg=a)
-                                   for _, a, rmw in skipped))
+        names = list(
+            dict.fromkeys(ev.name(a.key) if rmw else ev.name(a.key, *byte_region(a), arg=a) for _, a, rmw in skipped)
+        )
         kernels = sorted({x.name for x, _, _ in skipped})
         if carried:
-            msg = (f"{launch.name} ran during warm-up but not in the captured graph; it reset {names[0]}, which the "
-                   "graph reads and writes: every replay starts from what the buffer held before it (the last replay's)")
+            msg = (
+                f"{launch.name} ran during warm-up but not in the captured graph; it reset {names[0]}, which the "
+                "graph reads and writes: every replay starts from what the buffer held before it (the last replay's)"
+            )
         else:
-            msg = (f"{launch.name} ran during warm-up but not in the captured graph, and the graph reads what it wrote "
-                   f"({', '.join(names)}): every replay uses the warm-up batch's plan")
-        return Finding(kind=KIND, message=msg, where=names[0],
-                       details={"kernels": kernels, "buffers": names, "carried": carried},
-                       cause="buffer:" + (ctx.info.paths.get(v.key) or [names[0].split(", ")[0]])[0])
+            msg = (
+                f"{launch.name} ran during warm-up but not in the captured graph, and the graph reads what it wrote "
+                f"({', '.join(names)}): every replay uses the warm-up batch's plan"
+            )
+        return Finding(
+            kind=KIND,
+            message=msg,
+            where=names[0],
+            details={"kernels": kernels, "buffers": names, "carried": carried},
+            cause="buffer:" + (ctx.info.paths.get(v.key) or [names[0].split(", ")[0]])[0],
+        )
     hits = [r for r in ev.unwritten_reads if r.origin == "warmup-only"]
     if not hits:
-        ev.note(KIND.value, "every launch of the warm-up is in the capture, and no region the graph reads was "
-                            "written only during warm-up")
+        ev.note(
+            KIND.value,
+            "every launch of the warm-up is in the capture, and no region the graph reads was "
+            "written only during warm-up",
+        )
         return None
     names = ", ".join(r.path for r in hits)
     return Finding(

@@ -45,7 +45,15 @@ def run(ctx: StepContext) -> Finding | None:
         return Finding(kind=KIND, message=msg, where=m.tensor, mismatches=mism, cause=f"output:{m.tensor}")
     paths = paths_by_storage(ctx.session.target)
     names = [", ".join(paths.get(k) or info.paths.get(k) or [hex(k)]) for k in carriers]
-    msg += (f"; the graph reads and writes {', '.join(names)} and nothing in it resets that between replays: "
-            "a replay starts from what the one before left (reset it inside forward())")
-    return Finding(kind=KIND, message=msg, where=names[0], mismatches=mism, details={"carried": names},
-                   cause="buffer:" + names[0].split(", ")[0])
+    msg += (
+        f"; the graph reads and writes {', '.join(names)} and nothing in it resets that between replays: "
+        "a replay starts from what the one before left (reset it inside forward())"
+    )
+    return Finding(
+        kind=KIND,
+        message=msg,
+        where=names[0],
+        mismatches=mism,
+        details={"carried": names},
+        cause="buffer:" + names[0].split(", ")[0],
+    )

@@ -64,8 +64,11 @@ def _input_paths(ctx) -> set[str]:
 def _unwritten_rows(ctx, fresh) -> dict[str, tuple[int, int]]:
     """Input buffers that prepare left (partly) unwritten, by the rows where the NaN poison survives."""
     inputs = _input_paths(ctx)
-    return {path: _row_span(t.isnan()) for path, t in fresh.buffers_after_prepare.items()
-            if path in inputs and t.dtype.is_floating_point and bool(t.isnan().any())}
+    return {
+        path: _row_span(t.isnan())
+        for path, t in fresh.buffers_after_prepare.items()
+        if path in inputs and t.dtype.is_floating_point and bool(t.isnan().any())
+    }
 
 
 def _unwritten_buffers(ctx, fresh) -> list[str]:
@@ -107,8 +110,10 @@ def run(ctx: StepContext) -> Finding | None:
     else:
         differing = _differing_rows(ev.scratch, ev.fresh_scratch, _input_paths(ctx))
         if not differing or any(first < padded.num_reqs for first, _ in differing.values()):
-            ev.note(KIND.value, "the example's history changes live rows of the inputs, or none the graph reads: "
-                                "not padding alone")
+            ev.note(
+                KIND.value,
+                "the example's history changes live rows of the inputs, or none the graph reads: not padding alone",
+            )
             return None  # history changed live rows, or nothing the graph reads: not padding alone
         stale = [f"{path}[{first}:{last + 1}]" for path, (first, last) in differing.items()]
         msg = (
@@ -117,4 +122,6 @@ def run(ctx: StepContext) -> Finding | None:
         )
         where = stale[0].split("[")[0]
     cause = f"buffer:{where}" if stale else f"output:{m.tensor}"
-    return Finding(kind=KIND, message=msg, where=where, details={"stale_buffers": stale}, mismatches=hist_m, cause=cause)
+    return Finding(
+        kind=KIND, message=msg, where=where, details={"stale_buffers": stale}, mismatches=hist_m, cause=cause
+    )

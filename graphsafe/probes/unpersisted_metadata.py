@@ -25,8 +25,11 @@ def run(ctx: StepContext) -> Finding | None:
     moved: dict[int, list[str]] = {r.key: ev.rebound([r.key]) + ev.moved_to(r) for r in reads}
     hits = [r for r in reads if r.origin == "earlier-prepare" or moved[r.key]]
     if not hits:
-        ev.note(KIND.value, f"every region the graph reads held this batch's values after prepare() "
-                            f"({len(ev.graph_read_tensors)} buffers), or only setup() ever wrote it")
+        ev.note(
+            KIND.value,
+            f"every region the graph reads held this batch's values after prepare() "
+            f"({len(ev.graph_read_tensors)} buffers), or only setup() ever wrote it",
+        )
         return None
     names = ", ".join(r.path for r in hits)
     first = hits[0]
@@ -42,6 +45,10 @@ def run(ctx: StepContext) -> Finding | None:
     went = list(dict.fromkeys(p for r in hits for p in moved[r.key]))
     if went:
         msg += f"; this step's values went elsewhere: {', '.join(went[:4])}"
-    return Finding(kind=KIND, message=msg, where=first.path,
-                   details={"buffers": [r.path for r in hits], "new": went, "origin": first.origin},
-                   cause="buffer:" + (ctx.info.paths.get(first.key) or [first.path.split(", ")[0]])[0])
+    return Finding(
+        kind=KIND,
+        message=msg,
+        where=first.path,
+        details={"buffers": [r.path for r in hits], "new": went, "origin": first.origin},
+        cause="buffer:" + (ctx.info.paths.get(first.key) or [first.path.split(", ")[0]])[0],
+    )

@@ -23,7 +23,8 @@ spec.max_query_len`` rows; rows from ``batch.num_tokens`` on are padding.
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 import triton
@@ -266,7 +267,7 @@ def combine_splits_kernel(
 
 
 def latent_attention(
-    target: "LatentTarget",
+    target: LatentTarget,
     *,
     rows: int,
     num_splits: int,
@@ -294,12 +295,26 @@ def latent_attention(
     out = torch.empty(rows, H, L, device=target.device)
     partial = out if direct else torch.empty(rows, num_splits, H, L + 2, device=target.device)
     latent_attention_partial_kernel[(rows, num_splits)](
-        target.q, target.kv_cache, block_table, partial,
-        lengths, split_len, bounds, used_splits,
-        block_table.stride(0), bounds.stride(0) if from_bounds else 0, target.spec.num_blocks,
-        target.sm_scale, kv_scale,
-        HEADS=H, LATENT=L, PAGE=target.spec.block_size, BLOCK_N=block_n,
-        FROM_BOUNDS=from_bounds, DIRECT=direct, GUARD_EMPTY=guard_empty,
+        target.q,
+        target.kv_cache,
+        block_table,
+        partial,
+        lengths,
+        split_len,
+        bounds,
+        used_splits,
+        block_table.stride(0),
+        bounds.stride(0) if from_bounds else 0,
+        target.spec.num_blocks,
+        target.sm_scale,
+        kv_scale,
+        HEADS=H,
+        LATENT=L,
+        PAGE=target.spec.block_size,
+        BLOCK_N=block_n,
+        FROM_BOUNDS=from_bounds,
+        DIRECT=direct,
+        GUARD_EMPTY=guard_empty,
     )
     if not direct:
         combine_splits_kernel[(rows,)](

@@ -80,9 +80,14 @@ class FlashMLAFP8(LatentTarget):
 
     def forward(self):
         return latent_attention(
-            self, rows=self.num_slots, num_splits=MAX_SPLITS, block_table=self.block_table,
-            bounds=self.tile_scheduler_metadata, used_splits=self.num_splits,
-            kv_scale=self.kv_scale, block_n=BLOCK_N,
+            self,
+            rows=self.num_slots,
+            num_splits=MAX_SPLITS,
+            block_table=self.block_table,
+            bounds=self.tile_scheduler_metadata,
+            used_splits=self.num_splits,
+            kv_scale=self.kv_scale,
+            block_n=BLOCK_N,
         )
 
 

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..contract import capturing, Batch, CaptureSpec, Support
+from ..contract import Batch, CaptureSpec, Support, capturing
 from ._common import LatentTarget, latent_attention, next_pow2, request_tensors, write_prefix
 
 __all__ = ["FlashMLALazy", "FlashMLALazySharedState", "SchedulerState"]
@@ -40,7 +40,7 @@ class SchedulerState:
     have_initialized: bool = False
 
     @classmethod
-    def allocate(cls, max_reqs: int, device) -> "SchedulerState":
+    def allocate(cls, max_reqs: int, device) -> SchedulerState:
         return cls(
             torch.zeros(max_reqs, MAX_SPLITS + 1, dtype=torch.int32, device=device),
             torch.zeros(max_reqs, dtype=torch.int32, device=device),
@@ -105,15 +105,24 @@ class FlashMLALazy(LatentTarget):
         state = self.current_state()
         if not state.have_initialized:
             _plan_splits_kernel[(T,)](
-                self.seq_lens, state.bounds, state.num_splits,
-                MAX_SPLITS=MAX_SPLITS, PAGE=page, BLOCK_S=next_pow2(MAX_SPLITS + 1),
+                self.seq_lens,
+                state.bounds,
+                state.num_splits,
+                MAX_SPLITS=MAX_SPLITS,
+                PAGE=page,
+                BLOCK_S=next_pow2(MAX_SPLITS + 1),
             )
             state.have_initialized = True
             self.planner_runs += 1
         # Key ranges come from the plan alone (not from seq_lens).
         return latent_attention(
-            self, rows=T, num_splits=MAX_SPLITS, block_table=self.block_table,
-            bounds=state.bounds, used_splits=state.num_splits, block_n=BLOCK_N,
+            self,
+            rows=T,
+            num_splits=MAX_SPLITS,
+            block_table=self.block_table,
+            bounds=state.bounds,
+            used_splits=state.num_splits,
+            block_n=BLOCK_N,
         )
 
 

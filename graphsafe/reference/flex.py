@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..contract import capturing, Batch, CaptureSpec, Support
+from ..contract import Batch, CaptureSpec, Support, capturing
 from ..values import derive_seed, seeded
 from ._common import ReferenceTarget, live_inputs, next_pow2, request_tensors, token_tensors, write_prefix
 
@@ -56,26 +56,26 @@ class FlexMetadata:
     def tensors(self) -> dict[str, torch.Tensor]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def to(self, device) -> "FlexMetadata":
+    def to(self, device) -> FlexMetadata:
         return FlexMetadata(**{k: v.to(device) for k, v in self.tensors().items()})
 
     @classmethod
-    def empty(cls, slots: int, tokens: int, blocks: int, block_size: int, device) -> "FlexMetadata":
+    def empty(cls, slots: int, tokens: int, blocks: int, block_size: int, device) -> FlexMetadata:
         z = lambda *shape: torch.zeros(*shape, dtype=torch.int32, device=device)  # noqa: E731
         return cls(z(slots, blocks), z(slots, blocks * block_size), z(tokens), z(tokens), z(tokens), z(tokens, blocks))
 
-    def fits(self, other: "FlexMetadata") -> bool:
+    def fits(self, other: FlexMetadata) -> bool:
         return all(
             all(a >= b for a, b in zip(mine.shape, theirs.shape))
             for mine, theirs in zip(self.tensors().values(), other.tensors().values())
         )
 
-    def rebind(self, other: "FlexMetadata") -> None:
+    def rebind(self, other: FlexMetadata) -> None:
         """Point every field at ``other``'s tensors (the old ones are dropped unless referenced elsewhere)."""
         for name, t in other.tensors().items():
             setattr(self, name, t)
 
-    def copy_from(self, src: "FlexMetadata") -> None:
+    def copy_from(self, src: FlexMetadata) -> None:
         """copy_to_persistent: write ``src`` into the leading part of these buffers, zero the rest."""
         for name, dst in self.tensors().items():
             s = getattr(src, name)
@@ -186,7 +186,9 @@ class Flex(ReferenceTarget):
         self.q = torch.zeros(self.max_tokens, self.HEADS, self.DIM, device=self.device)
         # Engines keep the attention state each graph was captured with alive (see forward()).
         self.captured_meta: dict[int, FlexMetadata] = {}
-        self.meta = FlexMetadata.empty(spec.max_reqs, self.max_tokens, spec.blocks_per_seq, spec.block_size, self.device)
+        self.meta = FlexMetadata.empty(
+            spec.max_reqs, self.max_tokens, spec.blocks_per_seq, spec.block_size, self.device
+        )
 
     def prepare(self, batch: Batch) -> None:
         self.num_slots = batch.num_slots
@@ -204,10 +206,24 @@ class Flex(ReferenceTarget):
         slots, blocks = meta.block_table.shape
         out = torch.empty(T, self.HEADS, self.DIM, device=self.device)
         _flex_doc_attention_kernel[(T,)](
-            self.q, self.k_cache, self.v_cache,
-            meta.block_table, meta.doc_ids, meta.q_req, meta.q_pos, meta.kv_num_blocks, meta.kv_indices,
-            out, slots, blocks, self.spec.num_blocks, self.sm_scale,
-            HEADS=self.HEADS, DIM=self.DIM, PAGE=self.spec.block_size, MAX_BLOCKS=next_pow2(blocks),
+            self.q,
+            self.k_cache,
+            self.v_cache,
+            meta.block_table,
+            meta.doc_ids,
+            meta.q_req,
+            meta.q_pos,
+            meta.kv_num_blocks,
+            meta.kv_indices,
+            out,
+            slots,
+            blocks,
+            self.spec.num_blocks,
+            self.sm_scale,
+            HEADS=self.HEADS,
+            DIM=self.DIM,
+            PAGE=self.spec.block_size,
+            MAX_BLOCKS=next_pow2(blocks),
         )
         return out
 

@@ -141,10 +141,18 @@ class MLAIndexer(LatentTarget):
         """Step (a): per-token key counts and block rows for token rows [0, T)."""
         spec = self.spec
         _expand_tokens_kernel[(T,)](
-            self.seq_lens, self.query_start_loc, self.block_table, self.tok_len, self.tok_bt,
-            self.num_slots, decode_len,
-            BPS=spec.blocks_per_seq, PAGE=spec.block_size, BLOCK_R=next_pow2(spec.max_reqs),
-            BLOCK_B=next_pow2(spec.blocks_per_seq), UNIFORM=uniform,
+            self.seq_lens,
+            self.query_start_loc,
+            self.block_table,
+            self.tok_len,
+            self.tok_bt,
+            self.num_slots,
+            decode_len,
+            BPS=spec.blocks_per_seq,
+            PAGE=spec.block_size,
+            BLOCK_R=next_pow2(spec.max_reqs),
+            BLOCK_B=next_pow2(spec.blocks_per_seq),
+            UNIFORM=uniform,
         )
 
     def forward(self):
@@ -157,8 +165,13 @@ class MLAIndexer(LatentTarget):
         )
         # (c) one split covering all of each token's keys
         return latent_attention(
-            self, rows=T, num_splits=1, block_table=self.tok_bt,
-            lengths=self.tok_len, split_len=bps * page, block_n=BLOCK_N,
+            self,
+            rows=T,
+            num_splits=1,
+            block_table=self.tok_bt,
+            lengths=self.tok_len,
+            split_len=bps * page,
+            block_n=BLOCK_N,
         )
 
 

@@ -68,8 +68,14 @@ class TritonMLA(LatentTarget):
         # Stage one: program (t, s) covers keys [s * split_len, (s + 1) * split_len) of row t's
         # tok_len[t] keys; stage two merges the splits.  Host values: rows, splits, split_len.
         out = latent_attention(
-            self, rows=self.num_token_rows, num_splits=self.num_kv_splits, block_table=self.tok_bt,
-            lengths=self.tok_len, split_len=self.split_len, guard_empty=self.guard_empty_rows, block_n=BLOCK_N,
+            self,
+            rows=self.num_token_rows,
+            num_splits=self.num_kv_splits,
+            block_table=self.tok_bt,
+            lengths=self.tok_len,
+            split_len=self.split_len,
+            guard_empty=self.guard_empty_rows,
+            block_n=BLOCK_N,
         )
         # Per-tensor output scale over every token row (as before an fp8 output cast).
         scale = out.abs().amax().clamp(min=1e-6).reshape(1)

@@ -39,18 +39,31 @@ from .lifecycle import prune_stale
 from .paths import REPORT_FILES, display_path, report_path, target_slug
 from .repro import repro_main
 
-__all__ = ["write_report", "load_finding", "report_path", "repro_main", "report_data", "prune_stale",
-           "SCHEMA_VERSION", "REPORT_FILES", "target_slug"]
+__all__ = [
+    "write_report",
+    "load_finding",
+    "report_path",
+    "repro_main",
+    "report_data",
+    "prune_stale",
+    "SCHEMA_VERSION",
+    "REPORT_FILES",
+    "target_slug",
+]
 
 
 def _warnings(f: Finding, hints: dict) -> list[str]:
     out = []
     if "<locals>" in f.target:
-        out.append(f"the target {f.target} is defined inside a function, so repro.py cannot import it; "
-                   "move the class to module level")
+        out.append(
+            f"the target {f.target} is defined inside a function, so repro.py cannot import it; "
+            "move the class to module level"
+        )
     elif f.target.startswith("__main__:") and not hints.get("target_file"):
-        out.append(f"the target {f.target} was defined in an interactive session, so repro.py cannot import "
-                   "it; move the class into a module")
+        out.append(
+            f"the target {f.target} was defined in an interactive session, so repro.py cannot import "
+            "it; move the class into a module"
+        )
     if f.spec is None:
         out.append("the capture spec was not recorded; the repro uses the target's default spec")
     if not f.engine:
@@ -71,9 +84,11 @@ def report_data(finding: Finding) -> dict[str, Any]:
     data["environment"] = environment.environment()
     data["warnings"] = _warnings(finding, hints)
     data["files"] = {"report": "report.md", "finding": "finding.json", "repro": "repro.py", "heatmap": "diff.png"}
-    data["repro"] = {"script": "python repro.py [--engine auto|cuda|emulate]", "cli": "graphsafe repro <report dir>",
-                     "exit_status": {"reproduced": 1, "fixed": 0, "cannot_run": 2,
-                                                                            "target_failed": 3}}
+    data["repro"] = {
+        "script": "python repro.py [--engine auto|cuda|emulate]",
+        "cli": "graphsafe repro <report dir>",
+        "exit_status": {"reproduced": 1, "fixed": 0, "cannot_run": 2, "target_failed": 3},
+    }
     return jsonio.plain(data)
 
 
@@ -100,7 +115,9 @@ def write_report(finding: Finding, root: str | os.PathLike) -> Path:
         else:
             png = heatmap.render_unavailable_png(f"{finding.kind.value}: no replay output was compared")
         atomic.write_file(tmp / "diff.png", png)
-        atomic.write_file(tmp / repro.SCRIPT_NAME, repro.render_script(
-            repro.recipe_from_data(decoded), message=finding.message, report_dir=shown))
+        atomic.write_file(
+            tmp / repro.SCRIPT_NAME,
+            repro.render_script(repro.recipe_from_data(decoded), message=finding.message, report_dir=shown),
+        )
         atomic.write_file(tmp / "report.md", markdown.render(decoded, report_dir=shown))
     return final

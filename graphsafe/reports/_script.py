@@ -77,11 +77,22 @@ def _replay(recipe, engine, target):
     spec = CaptureSpec.from_dict(recipe["spec"]) if recipe.get("spec") else None
     tolerance = Tolerance(**dict(recipe.get("options") or {}))  # rtol, atol, bitwise as the check used them
     steps = [Batch.from_dict(b) for b in recipe.get("steps") or []] or [Batch.from_dict(MINIMAL_STEP)]
-    options = CheckOptions.build(spec=spec, engine=engine, probes=recipe.get("probes"), tolerance=tolerance,
-                                 capture=recipe.get("capture"), capture_sizes=tuple(recipe.get("capture_sizes") or ()) or None)
+    options = CheckOptions.build(
+        spec=spec,
+        engine=engine,
+        probes=recipe.get("probes"),
+        tolerance=tolerance,
+        capture=recipe.get("capture"),
+        capture_sizes=tuple(recipe.get("capture_sizes") or ()) or None,
+    )
     capture_batch = Batch.from_dict(recipe["capture_batch"]) if recipe.get("capture_batch") else None
-    return reproduce(target, steps, options, capture_batch=capture_batch,
-                     capture_size=recipe.get("capture_size") or None if capture_batch is not None else None)
+    return reproduce(
+        target,
+        steps,
+        options,
+        capture_batch=capture_batch,
+        capture_size=recipe.get("capture_size") or None if capture_batch is not None else None,
+    )
 
 
 def _first_line(text):
@@ -98,8 +109,11 @@ def run_recipe(recipe, engine=None, out=None):
     try:
         target = resolve_recipe_target(recipe)
     except Exception as e:  # noqa: BLE001 - whatever the target's file raises, the repro cannot start
-        print(f"CANNOT LOAD: the target {recipe['target']} could not be loaded: {type(e).__name__}: "
-              f"{_first_line(e)} (exit {EXIT_CANNOT_RUN})", file=out)
+        print(
+            f"CANNOT LOAD: the target {recipe['target']} could not be loaded: {type(e).__name__}: "
+            f"{_first_line(e)} (exit {EXIT_CANNOT_RUN})",
+            file=out,
+        )
         return EXIT_CANNOT_RUN
     if not recipe.get("steps"):
         print("  (the finding arose before any step; replaying one minimal batch after capture)", file=out)
@@ -112,16 +126,22 @@ def run_recipe(recipe, engine=None, out=None):
         if kind == "target-error":
             print(f"REPRODUCED: the target still raises ({why}) (exit {EXIT_TARGET})", file=out)
         else:
-            print(f"TARGET ERROR: the target raised ({why}), so {kind} cannot be judged until it runs "
-                  f"(exit {EXIT_TARGET})", file=out)
+            print(
+                f"TARGET ERROR: the target raised ({why}), so {kind} cannot be judged until it runs "
+                f"(exit {EXIT_TARGET})",
+                file=out,
+            )
         return EXIT_TARGET
     if any(str(f.kind) == kind for f in errors):
         print(f"REPRODUCED: {kind} is still there (exit {EXIT_REPRODUCED})", file=out)
         return EXIT_REPRODUCED
     others = sorted({str(f.kind) for f in errors})
     if "capture-failure" in others:
-        print(f"NOT JUDGED: the graph no longer captures (capture-failure), so {kind} cannot be judged "
-              f"(exit {EXIT_REPRODUCED})", file=out)
+        print(
+            f"NOT JUDGED: the graph no longer captures (capture-failure), so {kind} cannot be judged "
+            f"(exit {EXIT_REPRODUCED})",
+            file=out,
+        )
         return EXIT_REPRODUCED
     if others:
         print(f"NOT FIXED: no {kind} finding now, but {', '.join(others)} (exit {EXIT_REPRODUCED})", file=out)
@@ -143,8 +163,11 @@ def run_recipe_safely(recipe, engine=None, out=None):
         return code
     except Exception:  # noqa: BLE001 - the target's own errors are findings; this is the repro failing
         traceback.print_exc()
-        print(f"CANNOT RUN: the repro could not run (exit {EXIT_CANNOT_RUN}); try --engine emulate on a machine "
-              "without a GPU", file=out)
+        print(
+            f"CANNOT RUN: the repro could not run (exit {EXIT_CANNOT_RUN}); try --engine emulate on a machine "
+            "without a GPU",
+            file=out,
+        )
         return EXIT_CANNOT_RUN
 
 
@@ -183,21 +206,29 @@ def run_isolated(recipe, engine=None, timeout=TIMEOUT_S, out=None):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        print(f"TIMEOUT: no result within {timeout:g} s: the target hangs (an endless kernel or a blocking call); "
-              f"its process was killed (exit {EXIT_TARGET})", file=out)
+        print(
+            f"TIMEOUT: no result within {timeout:g} s: the target hangs (an endless kernel or a blocking call); "
+            f"its process was killed (exit {EXIT_TARGET})",
+            file=out,
+        )
         return EXIT_TARGET
     except BaseException:  # Ctrl-C: the child goes too
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
     if proc.returncode < 0:
-        print(f"CRASHED: the target crashed the repro's process ({_signal_name(-proc.returncode)}); its last "
-              f"Python frames are above (exit {EXIT_TARGET})", file=out)
+        print(
+            f"CRASHED: the target crashed the repro's process ({_signal_name(-proc.returncode)}); its last "
+            f"Python frames are above (exit {EXIT_TARGET})",
+            file=out,
+        )
         return EXIT_TARGET
     if proc.returncode in (EXIT_FIXED, EXIT_REPRODUCED, EXIT_CANNOT_RUN, EXIT_TARGET):
         return proc.returncode
-    print(f"CRASHED: the repro's process exited with status {proc.returncode} without a verdict "
-          f"(exit {EXIT_TARGET})", file=out)
+    print(
+        f"CRASHED: the repro's process exited with status {proc.returncode} without a verdict (exit {EXIT_TARGET})",
+        file=out,
+    )
     return EXIT_TARGET
 
 
@@ -208,10 +239,16 @@ def main(recipe, argv=None):
         "2 if the repro cannot run (the target does not load), 3 if the target raises, crashes or hangs."
     )
     parser.add_argument(
-        "--engine", choices=("auto", "cuda", "emulate"), default=None,
+        "--engine",
+        choices=("auto", "cuda", "emulate"),
+        default=None,
         help=f"engine to replay on (default: the one the finding was made on, {recipe.get('engine') or 'auto'})",
     )
-    parser.add_argument("--timeout", type=float, default=TIMEOUT_S,
-                        help=f"seconds before a hanging replay is stopped (default {TIMEOUT_S:g})")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=TIMEOUT_S,
+        help=f"seconds before a hanging replay is stopped (default {TIMEOUT_S:g})",
+    )
     args = parser.parse_args(argv)
     return run_isolated(recipe, engine=args.engine, timeout=args.timeout)

@@ -29,10 +29,19 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
-__all__ = ["TMP_PREFIX", "OLD_PREFIX", "STALE_AFTER_S", "staged_directory", "write_file", "commit", "clean_stale", "remove"]
+__all__ = [
+    "TMP_PREFIX",
+    "OLD_PREFIX",
+    "STALE_AFTER_S",
+    "staged_directory",
+    "write_file",
+    "commit",
+    "clean_stale",
+    "remove",
+]
 
 TMP_PREFIX = ".graphsafe-tmp~"
 OLD_PREFIX = ".graphsafe-old~"

@@ -15,25 +15,31 @@ __all__ = ["audit_data", "audit_markdown", "write_audit"]
 
 def audit_data(result: AuditResult) -> dict[str, Any]:
     """The audit as plain JSON data."""
-    return jsonio.plain({
-        "target": result.target,
-        "declared": result.declared.name,
-        "safe": result.safe.name,
-        "safe_by_capture": {c: result.safe_for(c).name for c in result.captures},
-        "ok": result.ok,
-        "captures": list(result.captures),
-        "table": result.table(),
-        "findings": [{"severity": f.severity, "message": f.message, "where": f.where} for f in result.findings],
-        "cost": {"checks": result.checks, "examples": result.examples, "seconds": round(result.seconds, 1)},
-    })
+    return jsonio.plain(
+        {
+            "target": result.target,
+            "declared": result.declared.name,
+            "safe": result.safe.name,
+            "safe_by_capture": {c: result.safe_for(c).name for c in result.captures},
+            "ok": result.ok,
+            "captures": list(result.captures),
+            "table": result.table(),
+            "findings": [{"severity": f.severity, "message": f.message, "where": f.where} for f in result.findings],
+            "cost": {"checks": result.checks, "examples": result.examples, "seconds": round(result.seconds, 1)},
+        }
+    )
 
 
 def audit_markdown(result: AuditResult) -> str:
     """The audit as a Markdown table: one row per batch kind, one column per capture policy."""
     head = ["batch kind", "level"] + [f"{c} capture" for c in result.captures]
-    lines = [f"# Support audit: {result.target}", "",
-             f"Declared `Support.{result.declared.name}`; highest safe `Support.{result.safe.name}` "
-             f"({result.checks} checks, {result.examples} examples, {result.seconds:.1f} s).", ""]
+    lines = [
+        f"# Support audit: {result.target}",
+        "",
+        f"Declared `Support.{result.declared.name}`; highest safe `Support.{result.safe.name}` "
+        f"({result.checks} checks, {result.examples} examples, {result.seconds:.1f} s).",
+        "",
+    ]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in result.table():
         cells = []

@@ -32,8 +32,21 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["render_png", "render_unavailable_png", "draw", "Picture", "usable", "finite_max", "describe",
-           "ZERO_COLOUR", "NAN_COLOUR", "PAD_BG", "PAD_FG", "MAX_COLOUR", "DPI"]
+__all__ = [
+    "render_png",
+    "render_unavailable_png",
+    "draw",
+    "Picture",
+    "usable",
+    "finite_max",
+    "describe",
+    "ZERO_COLOUR",
+    "NAN_COLOUR",
+    "PAD_BG",
+    "PAD_FG",
+    "MAX_COLOUR",
+    "DPI",
+]
 
 DPI = 100
 ZERO_COLOUR = (255, 255, 255)
@@ -134,38 +147,64 @@ def draw(heatmap: dict, *, title: str = "") -> Picture:
     step = int(heatmap.get("col_step") or 1)
     rows = live + padded
     vmax = finite_max(values)
-    legend = [Patch(facecolor=_rgb(ZERO_COLOUR), edgecolor="0.5", label="0 (no difference)"),
-              Patch(facecolor=_rgb(NAN_COLOUR), label="NaN or inf difference")]
+    legend = [
+        Patch(facecolor=_rgb(ZERO_COLOUR), edgecolor="0.5", label="0 (no difference)"),
+        Patch(facecolor=_rgb(NAN_COLOUR), label="NaN or inf difference"),
+    ]
     if padded:
-        legend.append(Patch(facecolor=_rgb(PAD_BG), edgecolor=_rgb(PAD_FG), hatch="///",
-                            label="padded row (not compared)"))
+        legend.append(
+            Patch(facecolor=_rgb(PAD_BG), edgecolor=_rgb(PAD_FG), hatch="///", label="padded row (not compared)")
+        )
     if heatmap.get("unowned_rows"):
-        legend.append(Patch(facecolor="none", edgecolor="none",
-                            label="none: no live request owns the block (stale state or padding)"))
+        legend.append(
+            Patch(
+                facecolor="none",
+                edgecolor="none",
+                label="none: no live request owns the block (stale state or padding)",
+            )
+        )
     per_row = 2 if len(legend) > 3 or padded == 0 else 3
-    fig, ax, cax = _layout(cols, rows, max(len(t) for t in _labels(heatmap, live) + ["pad"]),
-                           math.ceil(len(legend) / per_row))
+    fig, ax, cax = _layout(
+        cols, rows, max(len(t) for t in _labels(heatmap, live) + ["pad"]), math.ceil(len(legend) / per_row)
+    )
     cmap = colormaps[CMAP].with_extremes(under=_rgb(ZERO_COLOUR), bad=_rgb(NAN_COLOUR))
     norm = colors.Normalize(vmin=0.0, vmax=vmax if vmax > 0 else 1.0)
-    image = ax.imshow(_grid(values), cmap=cmap, norm=norm, interpolation="nearest", aspect="auto",
-                      extent=(-0.5, cols - 0.5, live - 0.5, -0.5))
+    image = ax.imshow(
+        _grid(values),
+        cmap=cmap,
+        norm=norm,
+        interpolation="nearest",
+        aspect="auto",
+        extent=(-0.5, cols - 0.5, live - 0.5, -0.5),
+    )
     ax.set_xlim(-0.5, cols - 0.5)
     ax.set_ylim(rows - 0.5, -0.5)
     if padded:
-        ax.add_patch(Rectangle((-0.5, live - 0.5), cols, padded, facecolor=_rgb(PAD_BG), edgecolor=_rgb(PAD_FG),
-                               hatch="///", linewidth=0))
+        ax.add_patch(
+            Rectangle(
+                (-0.5, live - 0.5),
+                cols,
+                padded,
+                facecolor=_rgb(PAD_BG),
+                edgecolor=_rgb(PAD_FG),
+                hatch="///",
+                linewidth=0,
+            )
+        )
         ax.axhline(live - 0.5, color="black", linewidth=1.0)
     _ticks(ax, heatmap, live, padded, cols, step, about["row_kind"])
     bar = fig.colorbar(image, cax=cax)
     bar.set_label("|graph - eager|")
-    what = {"token": f"over the live rows of {about['source']}", "block": f"of {about['source']} per KV block",
-            "row": f"of {about['source']} per row"}[about["row_kind"]]
+    what = {
+        "token": f"over the live rows of {about['source']}",
+        "block": f"of {about['source']} per KV block",
+        "row": f"of {about['source']} per row",
+    }[about["row_kind"]]
     head = f"{title}: " if title else ""
     note = "  (outputs agree; static state differs)" if about["row_kind"] != "token" else ""
     largest = f"max NaN/inf (largest finite {about['max']})" if about["nonfinite"] else f"max {about['max']}"
     ax.set_title(f"{head}|graph - eager| {what}\n{largest}{note}", fontsize=10)
-    fig.legend(handles=legend, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=per_row, fontsize=8,
-               frameon=False)
+    fig.legend(handles=legend, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=per_row, fontsize=8, frameon=False)
     return Picture(fig, ax, _png(fig))
 
 
@@ -190,14 +229,22 @@ def _ticks(ax: Any, heatmap: dict, live: int, padded: int, cols: int, step: int,
     for i, tick in zip(at, ax.get_yticklabels()):
         if i >= live or i in unowned:
             tick.set_color(_rgb(PAD_FG if i >= live else UNOWNED_LABEL))
-    ax.set_ylabel({"token": "live row: request R, token T (rRtT)",
-                   "block": "KV block (bB rR/tbT: block B holds\ntoken block T of request R)",
-                   "row": "row (first dimension)"}[row_kind], fontsize=8)
+    ax.set_ylabel(
+        {
+            "token": "live row: request R, token T (rRtT)",
+            "block": "KV block (bB rR/tbT: block B holds\ntoken block T of request R)",
+            "row": "row (first dimension)",
+        }[row_kind],
+        fontsize=8,
+    )
     every = max(1, math.ceil(cols / MAX_COL_TICKS))
     at = list(range(0, cols, every))
     ax.set_xticks(at, [str(c * step) for c in at], fontsize=7)
-    ax.set_xlabel(f"{'output columns' if row_kind == 'token' else 'values of the row, flattened'} (each cell: "
-                  f"max over {step} value{'s' if step != 1 else ''}; tick = first of the group)", fontsize=8)
+    ax.set_xlabel(
+        f"{'output columns' if row_kind == 'token' else 'values of the row, flattened'} (each cell: "
+        f"max over {step} value{'s' if step != 1 else ''}; tick = first of the group)",
+        fontsize=8,
+    )
 
 
 def _figure(width: float, height: float):

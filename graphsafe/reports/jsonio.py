@@ -24,8 +24,19 @@ from ..contract import Batch, CaptureSpec
 from ..errors import UsageError
 from ..findings import EXPLANATIONS, FIXES, Finding, FindingKind, Mismatch
 
-__all__ = ["SCHEMA_VERSION", "FILE_NAME", "plain", "pretty", "dumps", "loads", "finding_to_data", "finding_from_data",
-           "read_data", "load_finding", "json_path"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "FILE_NAME",
+    "plain",
+    "pretty",
+    "dumps",
+    "loads",
+    "finding_to_data",
+    "finding_from_data",
+    "read_data",
+    "load_finding",
+    "json_path",
+]
 
 SCHEMA_VERSION = 1
 FILE_NAME = "finding.json"
@@ -94,7 +105,9 @@ def pretty(value: Any, *, ensure_ascii: bool = False, _indent: int = 0) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        items = [f"{inner}{one(k)}: {pretty(v, ensure_ascii=ensure_ascii, _indent=_indent + 2)}" for k, v in value.items()]
+        items = [
+            f"{inner}{one(k)}: {pretty(v, ensure_ascii=ensure_ascii, _indent=_indent + 2)}" for k, v in value.items()
+        ]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
     if isinstance(value, list):
         flat = all(_scalar(v) or (isinstance(v, list) and all(_scalar(x) for x in v)) for v in value)
@@ -122,8 +135,24 @@ def loads(text: str) -> Any:
 # -- Finding <-> dict ---------------------------------------------------------------------
 # Finding fields written explicitly below; any other field is copied as plain data
 _HANDLED = {
-    "kind", "message", "target", "where", "probe", "engine", "spec", "capture_size", "capture_batch", "batches",
-    "step", "mismatches", "details", "error", "severity", "examples_to_find", "heatmap", "report_dir",
+    "kind",
+    "message",
+    "target",
+    "where",
+    "probe",
+    "engine",
+    "spec",
+    "capture_size",
+    "capture_batch",
+    "batches",
+    "step",
+    "mismatches",
+    "details",
+    "error",
+    "severity",
+    "examples_to_find",
+    "heatmap",
+    "report_dir",
 }
 
 
@@ -167,7 +196,9 @@ def finding_from_data(data: dict, *, report_dir: str = "") -> Finding:
         known = ", ".join(k.value for k in FindingKind)
         raise UsageError(f"finding.json: unknown kind {data['kind']!r}; known kinds: {known}") from None
     cb = data.get("capture_batch")
-    extra = {fl.name: data[fl.name] for fl in dataclasses.fields(Finding) if fl.name not in _HANDLED and fl.name in data}
+    extra = {
+        fl.name: data[fl.name] for fl in dataclasses.fields(Finding) if fl.name not in _HANDLED and fl.name in data
+    }
     return Finding(
         kind=kind,
         message=str(data.get("message", "")),
@@ -182,8 +213,12 @@ def finding_from_data(data: dict, *, report_dir: str = "") -> Finding:
         step=int(data.get("step", -1)),
         mismatches=[
             Mismatch(
-                tensor=str(m["tensor"]), count=int(m["count"]), total=int(m["total"]),
-                max_abs=float(m["max_abs"]), max_rel=float(m["max_rel"]), first=list(m.get("first") or []),
+                tensor=str(m["tensor"]),
+                count=int(m["count"]),
+                total=int(m["total"]),
+                max_abs=float(m["max_abs"]),
+                max_rel=float(m["max_rel"]),
+                first=list(m.get("first") or []),
             )
             for m in data.get("mismatches") or []
         ],

@@ -62,26 +62,41 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
-UNOWNED_NOTE = ("request -1 (and token_block / first_token -1): no live request of this step owns the block, "
-                "so whatever differs there is stale state or was written through a padded slot.")
+UNOWNED_NOTE = (
+    "request -1 (and token_block / first_token -1): no live request of this step owns the block, "
+    "so whatever differs there is stale state or was written through a padded slot."
+)
 
 
 def _heatmap_lines(hm: dict) -> list[str]:
     about = heatmap.describe(hm)
     rows, cols, step = len(hm["values"]), max(len(r) for r in hm["values"]), hm.get("col_step", 1)
-    colour = ("Colour: white = no difference, pale yellow to dark red = larger |graph - eager| "
-              f"(linear up to the largest finite difference, {about['max']}), magenta = NaN or infinite difference.")
+    colour = (
+        "Colour: white = no difference, pale yellow to dark red = larger |graph - eager| "
+        f"(linear up to the largest finite difference, {about['max']}), magenta = NaN or infinite difference."
+    )
     if about["row_kind"] == "token":
-        return [f"![|graph - eager| over the live rows of {about['source']}](diff.png)", "",
-                f"{rows} live rows of {_code(about['source'])} (labels rXtY = request X, token Y) x {cols} columns, "
-                f"each the max over {step} output values; {hm.get('padded_rows', 0)} padded rows below them, drawn "
-                f"as a hatched grey band (not compared). {colour}", ""]
-    what = ("KV blocks (labels bB rR/tbT = block B holds token block T of request R; bB none = no live request "
-            "of this step owns block B: stale state or padding)" if about["row_kind"] == "block"
-            else "rows (first dimension)")
-    return [f"![|graph - eager| of {about['source']}](diff.png)", "",
-            f"The outputs agree; the static tensor {_code(about['source'])} differs. {rows} {what} x {cols} "
-            f"columns, each the max over {step} values of the row. {colour}", ""]
+        return [
+            f"![|graph - eager| over the live rows of {about['source']}](diff.png)",
+            "",
+            f"{rows} live rows of {_code(about['source'])} (labels rXtY = request X, token Y) x {cols} columns, "
+            f"each the max over {step} output values; {hm.get('padded_rows', 0)} padded rows below them, drawn "
+            f"as a hatched grey band (not compared). {colour}",
+            "",
+        ]
+    what = (
+        "KV blocks (labels bB rR/tbT = block B holds token block T of request R; bB none = no live request "
+        "of this step owns block B: stale state or padding)"
+        if about["row_kind"] == "block"
+        else "rows (first dimension)"
+    )
+    return [
+        f"![|graph - eager| of {about['source']}](diff.png)",
+        "",
+        f"The outputs agree; the static tensor {_code(about['source'])} differs. {rows} {what} x {cols} "
+        f"columns, each the max over {step} values of the row. {colour}",
+        "",
+    ]
 
 
 def render(data: dict[str, Any], *, report_dir: str = "") -> str:
@@ -120,14 +135,19 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
     cb = data.get("capture_batch")
     if cb:
         worst = data.get("capture_is_worst_case")
-        how = {True: "the spec's worst case at this size", False: "a drawn (non-worst-case) capture batch",
-               None: "unknown whether worst case"}[worst]
+        how = {
+            True: "the spec's worst case at this size",
+            False: "a drawn (non-worst-case) capture batch",
+            None: "unknown whether worst case",
+        }[worst]
         L.append(f"- capture batch: {_code(_batch_line(cb))} ({how})")
     else:
         L.append("- capture batch: not recorded")
     if data.get("capture_sizes"):
-        L.append(f"- capture sizes captured: {', '.join(str(s) for s in data['capture_sizes'])}"
-                 f" (from {data.get('capture_sizes_source', 'the finding')})")
+        L.append(
+            f"- capture sizes captured: {', '.join(str(s) for s in data['capture_sizes'])}"
+            f" (from {data.get('capture_sizes_source', 'the finding')})"
+        )
     L.append("")
 
     # -- steps --------------------------------------------------------------------------------
@@ -152,9 +172,15 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
     L += ["## Differences (graph vs eager)", ""]
     mism = data.get("mismatches") or []
     if mism:
-        L += [f"- max abs error: {_num(data.get('max_abs', 0.0))}", f"- max rel error: {_num(data.get('max_rel', 0.0))}", ""]
-        L += _table(["tensor", "mismatched", "of", "max abs", "max rel"],
-                    [[m["tensor"], m["count"], m["total"], m["max_abs"], m["max_rel"]] for m in mism]) + [""]
+        L += [
+            f"- max abs error: {_num(data.get('max_abs', 0.0))}",
+            f"- max rel error: {_num(data.get('max_rel', 0.0))}",
+            "",
+        ]
+        L += _table(
+            ["tensor", "mismatched", "of", "max abs", "max rel"],
+            [[m["tensor"], m["count"], m["total"], m["max_abs"], m["max_rel"]] for m in mism],
+        ) + [""]
         for m in mism:
             first = [p for p in m.get("first") or [] if isinstance(p, dict)]
             if not first:
@@ -175,22 +201,28 @@ def render(data: dict[str, Any], *, report_dir: str = "") -> str:
     if heatmap.usable(hm):
         L += _heatmap_lines(hm)
     else:
-        L += ["No output diff is available for this finding (nothing was replayed and compared); "
-              "`diff.png` only says so.", ""]
+        L += [
+            "No output diff is available for this finding (nothing was replayed and compared); "
+            "`diff.png` only says so.",
+            "",
+        ]
 
     # -- environment --------------------------------------------------------------------------
     env = data.get("environment") or {}
     L += ["## Environment", ""]
-    L += _table(["", "version"], [
-        ["engine", data.get("engine") or "-"],
-        ["graphsafe", env.get("graphsafe", "-")],
-        ["torch", env.get("torch", "-")],
-        ["triton", env.get("triton") or "not importable"],
-        ["Python", env.get("python", "-")],
-        ["CUDA", env.get("cuda") or "-"],
-        ["GPU", env.get("gpu", "-")],
-        ["platform", env.get("platform", "-")],
-    ]) + [""]
+    L += _table(
+        ["", "version"],
+        [
+            ["engine", data.get("engine") or "-"],
+            ["graphsafe", env.get("graphsafe", "-")],
+            ["torch", env.get("torch", "-")],
+            ["triton", env.get("triton") or "not importable"],
+            ["Python", env.get("python", "-")],
+            ["CUDA", env.get("cuda") or "-"],
+            ["GPU", env.get("gpu", "-")],
+            ["platform", env.get("platform", "-")],
+        ],
+    ) + [""]
 
     # -- fix ----------------------------------------------------------------------------------
     L += ["## How to fix", "", data.get("fix", ""), ""]

@@ -131,25 +131,28 @@ def render_script(recipe: dict[str, Any], *, message: str = "", report_dir: str 
     # ASCII JSON with single quotes escaped: safe inside r'''...''' whatever the strings hold
     literal = jsonio.pretty(jsonio.plain(recipe), ensure_ascii=True).replace("'", "\\u0027")
     steps = [Batch.from_dict(b).short() for b in recipe["steps"]]
-    step_lines = "\n".join(
-        f"  step {i}: {s}" + ("   <- fails" if i == recipe.get("failing_step") else "") for i, s in enumerate(steps)
-    ) or "  (none: the finding arises at capture)"
+    step_lines = (
+        "\n".join(
+            f"  step {i}: {s}" + ("   <- fails" if i == recipe.get("failing_step") else "") for i, s in enumerate(steps)
+        )
+        or "  (none: the finding arises at capture)"
+    )
     script = os.path.join(report_dir, SCRIPT_NAME) if report_dir else SCRIPT_NAME
-    head = f"""Reproduce a graphsafe finding: {recipe['kind']} in {recipe['target']}
-at: {recipe.get('where') or '-'}
-{message.strip().splitlines()[0] if message.strip() else ''}
+    head = f"""Reproduce a graphsafe finding: {recipe["kind"]} in {recipe["target"]}
+at: {recipe.get("where") or "-"}
+{message.strip().splitlines()[0] if message.strip() else ""}
 
 steps (shrunk):
 {step_lines}
 
 Run from the project root, so that the target imports:
 
-    python {script}                    (engine {recipe['engine']!r}, as found)
+    python {script}                    (engine {recipe["engine"]!r}, as found)
     python {script} --engine emulate   (on the CPU emulator)
-    graphsafe repro {report_dir or '<report dir>'}
+    graphsafe repro {report_dir or "<report dir>"}
 
 Exit status: 0 once fixed (the target runs every step, no finding left), 1 while
-the {recipe['kind']} finding reproduces, 2 if the repro cannot run (the target does
+the {recipe["kind"]} finding reproduces, 2 if the repro cannot run (the target does
 not load), 3 if the target raises, crashes or hangs.  The recipe is plain JSON (no
 pickles); to keep this as a regression test, import this file and assert
 run_recipe(RECIPE) == 0.
@@ -162,7 +165,7 @@ Written by graphsafe {__version__}."""
         + "# the replay logic lives in graphsafe (one copy for every report): main, run_recipe\n"
         + "from graphsafe.reports._script import main, run_recipe  # noqa: F401\n\n"
         + f"RECIPE = json.loads(r'''\n{literal}\n''')\n"
-        + "\n\nif __name__ == \"__main__\":\n    sys.exit(main(RECIPE))\n"
+        + '\n\nif __name__ == "__main__":\n    sys.exit(main(RECIPE))\n'
     )
 
 

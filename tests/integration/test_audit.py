@@ -48,11 +48,15 @@ def test_support_mismatch_is_an_error_when_the_declared_level_breaks_but_a_lower
 
 
 # -- targets safe exactly up to each level ----------------------------------------------------------
-@pytest.mark.parametrize("cls, safe", [
-    (L.SafeUpToDecode, graphsafe.Support.UNIFORM_SINGLE_TOKEN_DECODE),
-    (L.SafeUpToUniform, graphsafe.Support.UNIFORM_BATCH),
-    (L.SafeAlways, graphsafe.Support.ALWAYS),
-], ids=lambda v: getattr(v, "__name__", str(v)))
+@pytest.mark.parametrize(
+    "cls, safe",
+    [
+        (L.SafeUpToDecode, graphsafe.Support.UNIFORM_SINGLE_TOKEN_DECODE),
+        (L.SafeUpToUniform, graphsafe.Support.UNIFORM_BATCH),
+        (L.SafeAlways, graphsafe.Support.ALWAYS),
+    ],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
 def test_the_audit_names_the_highest_safe_level(cls, safe):
     result = run(cls, "emulate", examples=8)
     assert result.safe == safe, result.summary()
@@ -96,13 +100,41 @@ def test_the_audit_writes_its_table_to_the_report_folder(tmp_path):
 def test_the_cli_audit_prints_the_table_and_exits_1_when_the_declared_level_is_unsafe(capsys):
     from graphsafe.frontend.cli import main
 
-    assert main(["audit", "tests.targets.levels:SafeOnlyUnderWorstCase", "--engine", "emulate", "--examples", "3",
-                 "--seed", "0"]) == 1
+    assert (
+        main(
+            [
+                "audit",
+                "tests.targets.levels:SafeOnlyUnderWorstCase",
+                "--engine",
+                "emulate",
+                "--examples",
+                "3",
+                "--seed",
+                "0",
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "batch kind" in out and "worst capture" in out and "minimal capture" in out
     assert "declared Support.ALWAYS, highest safe Support.NEVER (10 checks," in out
-    assert main(["audit", "tests.targets.levels:SafeAlways", "--engine", "emulate", "--examples", "3",
-                 "--capture", "worst", "--seed", "0"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "tests.targets.levels:SafeAlways",
+                "--engine",
+                "emulate",
+                "--examples",
+                "3",
+                "--capture",
+                "worst",
+                "--seed",
+                "0",
+            ]
+        )
+        == 0
+    )
 
 
 def test_the_plugin_audits_instead_of_checking(pytester, monkeypatch):
@@ -112,9 +144,20 @@ def test_the_plugin_audits_instead_of_checking(pytester, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PYTHONPATH", env_with_repo()["PYTHONPATH"])
     result = pytester.runpytest_subprocess(
-        *plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "emulate", "--graphsafe-examples", "3",
-        "--graphsafe-audit", "--graphsafe", "tests.targets.levels:SafeUpToDecode",
-        "--graphsafe", "tests.targets.levels:SafeOnlyUnderWorstCase", timeout=600)
+        *plugin_args(),
+        "-p",
+        "no:cacheprovider",
+        "--graphsafe-engine",
+        "emulate",
+        "--graphsafe-examples",
+        "3",
+        "--graphsafe-audit",
+        "--graphsafe",
+        "tests.targets.levels:SafeUpToDecode",
+        "--graphsafe",
+        "tests.targets.levels:SafeOnlyUnderWorstCase",
+        timeout=600,
+    )
     result.assert_outcomes(passed=1, failed=1)
     text = failure_sections(result)["graphsafe[tests.targets.levels:SafeOnlyUnderWorstCase]"]
     assert "declared Support.ALWAYS, highest safe Support.NEVER" in text and "under minimal capture" in text

@@ -1,11 +1,9 @@
 """The checker: each synthetic hazard gets exactly its finding kind and path; safe twins get none."""
 
 import pytest
-import torch
 
 import graphsafe
-from graphsafe import Batch, FindingKind
-from graphsafe import ContractError, UsageError
+from graphsafe import Batch, ContractError, UsageError
 from graphsafe.contract import CAPTURE_SEED
 from tests.targets import synthetic as S
 

@@ -122,8 +122,10 @@ def test_list_prints_every_registered_target_once_sorted_then_the_flashinfer_tar
 
 
 def test_list_shows_each_reference_kernels_expected_verdict_and_first_sentence(capsys):
-    reference = pytest.importorskip("graphsafe.reference", reason="the reference kernels need triton (its "
-                                                                  "interpreter without a GPU), which is not installed")
+    reference = pytest.importorskip(
+        "graphsafe.reference",
+        reason="the reference kernels need triton (its interpreter without a GPU), which is not installed",
+    )
     assert main(["list"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert set(reference.names()) <= {line.split()[0] for line in lines}
@@ -166,8 +168,10 @@ def test_a_check_that_no_longer_finds_a_reported_bug_removes_its_report_and_says
     assert main(["check", f"{MOD}:Safe", *FAST, "--probes", "stale-pointer", "--report-dir", str(reports)]) == 0
     out = capsys.readouterr().out
     assert not old.exists()
-    assert (f"note ({MOD}:Safe): removed stale report reports/{MOD}_Safe/{old.name}: not found by this run"
-            in out.splitlines())
+    assert (
+        f"note ({MOD}:Safe): removed stale report reports/{MOD}_Safe/{old.name}: not found by this run"
+        in out.splitlines()
+    )
     assert os.path.isdir(found)  # another target's report stays
 
 
@@ -176,7 +180,11 @@ def test_python_m_graphsafe(targets):
     env.pop("CI", None)
     proc = subprocess.run(
         [sys.executable, "-m", "graphsafe", "check", f"{MOD}:Fresh", *FAST, "--probes", "stale-pointer"],
-        cwd=targets, env=env, capture_output=True, text=True, timeout=300,
+        cwd=targets,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 1, proc.stderr
     assert table_rows(proc.stdout)[f"{MOD}:Fresh"] == ["stale-pointer", "-"]

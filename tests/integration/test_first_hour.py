@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import graphsafe
-from graphsafe import Batch, CaptureSpec, ContractError, SpecError, TargetTimeout, UsageError
+from graphsafe import CaptureSpec, ContractError, SpecError, TargetTimeout, UsageError
 from graphsafe.frontend.cli import main
 from graphsafe.frontend.options import keywords, resolve
 from tests.subprocesses import REPO, env_with_repo
@@ -22,7 +22,9 @@ from tests.targets import plain_torch
 
 FAST = ["--engine", "emulate", "--examples", "3", "--steps", "2", "--capture-sizes", "2", "--capture", "worst"]
 
-TARGETS = plain_torch.SOURCE + '''
+TARGETS = (
+    plain_torch.SOURCE
+    + '''
 
 class RaisesInSetup(Safe):
     def setup(self, spec, device):
@@ -66,6 +68,7 @@ class SpinsInPrepare(Safe):
                 pass
         super().prepare(batch)
 '''
+)
 
 
 @pytest.fixture
@@ -83,8 +86,9 @@ def mod(tmp_path, monkeypatch):
 
 def cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     env = env_with_repo()
-    return subprocess.run([sys.executable, "-m", "graphsafe", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "graphsafe", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 # -- exit codes ----------------------------------------------------------------------------------
@@ -108,8 +112,11 @@ def test_exit_4_with_a_traceback_for_graphsafes_own_error(mod, capsys, monkeypat
     from graphsafe.frontend import cli as cli_module
 
     def broken(*args, **kwargs):
-        raise graphsafe.InternalError("graphsafe failed: KeyError: 'x'", exc_type="KeyError",
-                                      traceback="Traceback (most recent call last):\n  ...\nKeyError: 'x'\n")
+        raise graphsafe.InternalError(
+            "graphsafe failed: KeyError: 'x'",
+            exc_type="KeyError",
+            traceback="Traceback (most recent call last):\n  ...\nKeyError: 'x'\n",
+        )
 
     monkeypatch.setattr(cli_module, "run", broken)
     assert main(["check", "firsthour:Safe", *FAST]) == 4
@@ -214,8 +221,10 @@ def test_a_target_without_support_is_checked_at_the_lowest_level_with_a_warning(
 
 def test_the_cli_prints_support_and_spec_before_each_check(mod, capsys):
     assert main(["check", "firsthour:Safe", *FAST]) == 0
-    assert ("checking firsthour:Safe at Support.ALWAYS, CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, "
-            "block_size=4), capture worst, 3 examples") in capsys.readouterr().err
+    assert (
+        "checking firsthour:Safe at Support.ALWAYS, CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, "
+        "block_size=4), capture worst, 3 examples"
+    ) in capsys.readouterr().err
 
 
 def test_capture_spec_rejects_duplicate_sizes_and_says_what_num_blocks_takes():
@@ -235,8 +244,13 @@ def test_make_takes_pytorchs_cpu_wheels_without_a_gpu(tmp_path, gpu):
     (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\nexit {0 if gpu else 9}\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     path = os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"])
-    proc = subprocess.run(["make", "-s", "-C", str(REPO), "torch", "PIP=echo pip"], capture_output=True, text=True,
-                          env={**os.environ, "PATH": path}, timeout=60)
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(REPO), "torch", "PIP=echo pip"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path},
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     pip_line = [line for line in proc.stdout.splitlines() if line.startswith("pip install")][0]
     assert ("--index-url https://download.pytorch.org/whl/cpu" in pip_line) is (not gpu), proc.stdout

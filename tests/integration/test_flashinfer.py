@@ -19,8 +19,9 @@ needs_flashinfer = pytest.mark.skipif(MISSING is not None, reason=f"FlashInfer o
 def check(cls, capture="worst", examples=6, engine="emulate"):
     # the stand-in's kernels read their schedule on the host: on the CPU, also on a machine with a GPU
     device = "cpu" if engine == "emulate" else None
-    return graphsafe.check(cls, engine=engine, examples=examples, seed=0, database=False, capture=capture,
-                           device=device)
+    return graphsafe.check(
+        cls, engine=engine, examples=examples, seed=0, database=False, capture=capture, device=device
+    )
 
 
 @pytest.mark.parametrize("name", fi.SAFE)

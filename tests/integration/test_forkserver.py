@@ -101,8 +101,9 @@ time.sleep(600)
 
 
 def test_a_forked_child_exits_when_its_parent_is_killed(tmp_path):
-    parent = subprocess.Popen([sys.executable, "-c", ORPHAN], cwd=tmp_path, env=env_with_repo(),
-                              stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN], cwd=tmp_path, env=env_with_repo(), stdout=subprocess.PIPE, text=True
+    )
     try:
         line = parent.stdout.readline()
         child = json.loads(line)
@@ -144,8 +145,9 @@ def test_what_a_forked_child_inherited_is_checked():
     assert "did not preload graphsafe" in server.mismatch(None, "emulate")
     assert "other engine" in server.mismatch({**good, "interpret": False}, "emulate")
     assert "initialised CUDA" in server.mismatch({**good, "cuda_initialized": True}, "emulate")
-    assert "other files" in server.mismatch({**good, "files": {**files, "graphsafe": "/elsewhere/graphsafe/__init__.py"}},
-                                            "emulate")
+    assert "other files" in server.mismatch(
+        {**good, "files": {**files, "graphsafe": "/elsewhere/graphsafe/__init__.py"}}, "emulate"
+    )
 
 
 CUDA_SCRIPT = """
@@ -166,8 +168,9 @@ print(json.dumps(out))
 
 @needs_cuda
 def test_cuda_children_fork_from_a_server_without_cuda():
-    proc = subprocess.run([sys.executable, "-c", CUDA_SCRIPT], cwd=REPO, env=env_with_repo(), capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CUDA_SCRIPT], cwd=REPO, env=env_with_repo(), capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     safe, broken = out["tests.targets.synthetic:Safe"], out["tests.targets.broken:BreaksContextInCapture"]

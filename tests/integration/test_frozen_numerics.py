@@ -39,7 +39,7 @@ def test_with_bitwise_tolerance_a_frozen_value_that_changes_only_rounding_is_an_
 
 def test_the_bound_is_the_output_dtypes_resolution_or_tf32s_on_a_gpu():
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
-    assert numerics_bound(torch.bfloat16, cpu) == 2.0 ** -7
-    assert numerics_bound(torch.float16, gpu) == 2.0 ** -10
-    assert numerics_bound(torch.float32, gpu) == 2.0 ** -10  # TF32: 7.5e-4 was measured on an H100
+    assert numerics_bound(torch.bfloat16, cpu) == 2.0**-7
+    assert numerics_bound(torch.float16, gpu) == 2.0**-10
+    assert numerics_bound(torch.float32, gpu) == 2.0**-10  # TF32: 7.5e-4 was measured on an H100
     assert numerics_bound(torch.float32, cpu) < numerics_bound(torch.float32, gpu)

@@ -39,8 +39,9 @@ BUGS = [
 
 @pytest.mark.parametrize("name,kind,order,where", BUGS, ids=[b[0] for b in BUGS])
 def test_a_buggy_variant_is_caught_on_its_first_guarded_replay(name, kind, order, where, engine):
-    runner = GraphRunner(reference.resolve(name), engine=engine, order=order,
-                         guard_options=dict(mode="sample", every=100))
+    runner = GraphRunner(
+        reference.resolve(name), engine=engine, order=order, guard_options=dict(mode="sample", every=100)
+    )
     runner.capture()
     with pytest.raises(GuardError) as e:
         runner.step(one_request(runner.spec, 1, runner.spec.max_seq_len // 2))  # graph 1's first replay
@@ -52,10 +53,17 @@ def test_a_buggy_variant_is_caught_on_its_first_guarded_replay(name, kind, order
 
 HOST = [
     # split_len derived from the batch's max_seq_len (48 keys need 2 splits of 24, the capture froze 32)
-    ("triton_mla:capture_max_seq_len", lambda spec: one_request(spec, 1, 48), "latent_attention_partial_kernel.split_len"),
+    (
+        "triton_mla:capture_max_seq_len",
+        lambda spec: one_request(spec, 1, 48),
+        "latent_attention_partial_kernel.split_len",
+    ),
     # the uniform fast path frozen at capture; a mixed batch needs the general one
-    ("mla_indexer:frozen_uniform_branch", lambda spec: Batch((1, 2), (8, 20), ((1,), (2, 3)), seed=1),
-     "_expand_tokens_kernel.UNIFORM"),
+    (
+        "mla_indexer:frozen_uniform_branch",
+        lambda spec: Batch((1, 2), (8, 20), ((1,), (2, 3)), seed=1),
+        "_expand_tokens_kernel.UNIFORM",
+    ),
 ]
 
 
@@ -88,8 +96,21 @@ def test_a_fixed_variant_passes_strict_guarding(name, engine):
 
 
 def test_the_example_logs_and_reports_and_exits_1(tmp_path, engine, capsys):
-    code = main(["flex:fresh_metadata", "--engine", engine, "--steps", "2", "--mode", "strict",
-                 "--on-failure", "log", "--report-dir", str(tmp_path)])
+    code = main(
+        [
+            "flex:fresh_metadata",
+            "--engine",
+            engine,
+            "--steps",
+            "2",
+            "--mode",
+            "strict",
+            "--on-failure",
+            "log",
+            "--report-dir",
+            str(tmp_path),
+        ]
+    )
     assert code == 1
     (report,) = [p.parent for p in tmp_path.rglob("finding.json")]
     f = load_finding(report)

@@ -54,12 +54,18 @@ def repo_importable(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) 
 
 # -- a run with broken targets among safe ones -------------------------------------------------
 BROKEN_RUN = [
-    "--graphsafe", "tests.targets.synthetic:Safe",
-    "--graphsafe", "tests.targets.broken:SegfaultsInPrepare",
-    "--graphsafe", "tests.targets.broken:HangsInPrepare",
-    "--graphsafe", "tests.targets.broken:RaisesInSetup",
-    "--graphsafe", "tests.targets.synthetic:DeviceScale",
-    "--graphsafe-timeout", "20",
+    "--graphsafe",
+    "tests.targets.synthetic:Safe",
+    "--graphsafe",
+    "tests.targets.broken:SegfaultsInPrepare",
+    "--graphsafe",
+    "tests.targets.broken:HangsInPrepare",
+    "--graphsafe",
+    "tests.targets.broken:RaisesInSetup",
+    "--graphsafe",
+    "tests.targets.synthetic:DeviceScale",
+    "--graphsafe-timeout",
+    "20",
 ]
 
 
@@ -100,10 +106,9 @@ class _Sessions:
             d.mkdir()
             for fname, text in self.files.get(name, {}).items():
                 (d / fname).write_text(text)
-            cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "--rootdir", str(d),
-                   *args]
+            cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "--rootdir", str(d), *args]
             # a shell writes the exit status only once the session's output is complete
-            script = f'{" ".join(map(shlex.quote, cmd))} >stdout 2>stderr </dev/null; echo $? >status'
+            script = f"{' '.join(map(shlex.quote, cmd))} >stdout 2>stderr </dev/null; echo $? >status"
             self.procs.append(subprocess.Popen(["sh", "-c", script], cwd=d, env=env, start_new_session=True))
 
     def results(self, timeout: float = 300) -> dict[str, pytest.RunResult]:
@@ -115,8 +120,12 @@ class _Sessions:
             while not (d / "status").exists() or not (d / "status").read_text().strip():
                 assert time.monotonic() < deadline, f"pytest session {name} did not finish within {timeout} s"
                 time.sleep(0.2)
-            out[name] = pytest.RunResult(int((d / "status").read_text()), (d / "stdout").read_text().splitlines(),
-                                         (d / "stderr").read_text().splitlines(), 0.0)
+            out[name] = pytest.RunResult(
+                int((d / "status").read_text()),
+                (d / "stdout").read_text().splitlines(),
+                (d / "stderr").read_text().splitlines(),
+                0.0,
+            )
         return out
 
     def stop(self) -> None:
@@ -137,19 +146,35 @@ runner.uses_cuda = lambda engine: True
 runner.cuda_context_ok = lambda: False
 """
 
-BROKEN_SESSIONS = _Sessions("isolation", {
-    "xdist": ["-v", "--graphsafe-engine", "emulate", *FAST_ARGS, *BROKEN_RUN, "-n", "2"],
-    "one-process": ["-v", "--graphsafe-engine", "emulate", *FAST_ARGS, *BROKEN_RUN],
-    "no-isolation": ["-v", "--graphsafe-engine", "emulate", *FAST_ARGS, "--graphsafe-isolate", "none",
-                     "--graphsafe", "tests.targets.synthetic:FreshLens", "--graphsafe", "tests.targets.synthetic:Safe"],
-}, files={"no-isolation": {"conftest.py": FAKE_BROKEN_CUDA}})
+BROKEN_SESSIONS = _Sessions(
+    "isolation",
+    {
+        "xdist": ["-v", "--graphsafe-engine", "emulate", *FAST_ARGS, *BROKEN_RUN, "-n", "2"],
+        "one-process": ["-v", "--graphsafe-engine", "emulate", *FAST_ARGS, *BROKEN_RUN],
+        "no-isolation": [
+            "-v",
+            "--graphsafe-engine",
+            "emulate",
+            *FAST_ARGS,
+            "--graphsafe-isolate",
+            "none",
+            "--graphsafe",
+            "tests.targets.synthetic:FreshLens",
+            "--graphsafe",
+            "tests.targets.synthetic:Safe",
+        ],
+    },
+    files={"no-isolation": {"conftest.py": FAKE_BROKEN_CUDA}},
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _early_start(request):
     """Start the pytest sessions of ``test_broken_targets_fail_alone_and_nothing_is_lost`` at once."""
-    if any(getattr(it, "originalname", None) == "test_broken_targets_fail_alone_and_nothing_is_lost"
-           for it in request.session.items):
+    if any(
+        getattr(it, "originalname", None) == "test_broken_targets_fail_alone_and_nothing_is_lost"
+        for it in request.session.items
+    ):
         BROKEN_SESSIONS.start()
     yield
     # the sessions this worker started end before it does (the test reading them may run elsewhere)
@@ -170,8 +195,10 @@ def test_crash_raises_and_the_next_check_gets_a_fresh_process(tmp_path, monkeypa
             in_box(box, 60)
         e = info.value
         assert e.exitcode == -signal.SIGSEGV and e.exit_code == 3
-        assert str(e).startswith("tests.targets.broken:CrashesOnce: the target crashed its process (SIGSEGV): "
-                                 "an illegal memory access or a bad pointer")
+        assert str(e).startswith(
+            "tests.targets.broken:CrashesOnce: the target crashed its process (SIGSEGV): "
+            "an illegal memory access or a bad pointer"
+        )
         assert e.where.startswith("tests/targets/broken.py:") and e.where.endswith(" in prepare")
         assert marker.exists() and not box.alive
         result = in_box(box, 60)  # a fresh process; the target no longer crashes
@@ -210,11 +237,16 @@ def test_result_equals_the_in_process_result():
     assert there.kinds == here.kinds == {"stale-pointer"}
     assert (there.target, there.engine, there.spec, there.probes) == (here.target, here.engine, here.spec, here.probes)
     assert [(f.kind, f.where, f.probe, f.capture_size) for f in there.findings] == [
-        (f.kind, f.where, f.probe, f.capture_size) for f in here.findings]
+        (f.kind, f.where, f.probe, f.capture_size) for f in here.findings
+    ]
     assert there.findings[0].capture_batch == here.findings[0].capture_batch
     assert "freed after capture" in there.findings[0].message
     # one process per (target, engine, device), reused by every check; a class goes by its name
-    assert get_sandbox("tests.targets.synthetic:FreshLens", engine="emulate") is box is get_sandbox(FreshLens, engine="emulate")
+    assert (
+        get_sandbox("tests.targets.synthetic:FreshLens", engine="emulate")
+        is box
+        is get_sandbox(FreshLens, engine="emulate")
+    )
     pid = box.pid
     spec = graphsafe.CaptureSpec(max_reqs=2, max_query_len=1, max_seq_len=8, block_size=4)
     small = in_box(box, 60, spec=spec, examples=2, capture_sizes=[1])
@@ -239,7 +271,9 @@ def test_fixture_isolates_on_request():
     with pytest.raises(pytest.fail.Exception) as info:  # a crash fails the test with one line
         fixture.check("tests.targets.broken:SegfaultsInPrepare")
     msg = str(info.value)
-    assert msg.startswith("graphsafe: tests.targets.broken:SegfaultsInPrepare: the target crashed its process (SIGSEGV)")
+    assert msg.startswith(
+        "graphsafe: tests.targets.broken:SegfaultsInPrepare: the target crashed its process (SIGSEGV)"
+    )
     assert "\n" not in msg and "other targets were not affected" in msg
     with pytest.raises(pytest.fail.Exception, match="unknown isolation 'yes'"):
         GraphsafeFixture({"isolate": "yes"}).check("tests.targets.synthetic:Safe")
@@ -254,16 +288,38 @@ def test_a_class_defined_in_a_function_runs_here_with_a_note():
     box = get_sandbox(Local, engine="emulate")
     result = in_box(box, 60)
     assert result.ok and box.pid is None
-    assert any("is defined inside a function, so a sandbox process cannot import it; it ran in this process"
-               in n for n in result.notes), result.notes
+    assert any(
+        "is defined inside a function, so a sandbox process cannot import it; it ran in this process" in n
+        for n in result.notes
+    ), result.notes
 
 
 def test_cli_isolate_marks_crash_and_timeout_rows_and_goes_on(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "graphsafe", "check", "tests.targets.broken:SegfaultsInPrepare", "tests.targets.broken:HangsInPrepare",
-         "--engine", "emulate", "--examples", "3", "--probes", "stale-pointer", "--capture-sizes", "2",
-         "--isolate", "--timeout", "5"],
-        cwd=tmp_path, env=env_with_repo(), capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "graphsafe",
+            "check",
+            "tests.targets.broken:SegfaultsInPrepare",
+            "tests.targets.broken:HangsInPrepare",
+            "--engine",
+            "emulate",
+            "--examples",
+            "3",
+            "--probes",
+            "stale-pointer",
+            "--capture-sizes",
+            "2",
+            "--isolate",
+            "--timeout",
+            "5",
+        ],
+        cwd=tmp_path,
+        env=env_with_repo(),
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 3, proc.stderr  # a target failed to run
     rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[2:]}
@@ -271,15 +327,22 @@ def test_cli_isolate_marks_crash_and_timeout_rows_and_goes_on(tmp_path):
         "tests.targets.broken:SegfaultsInPrepare": ["-", "CRASH"],
         "tests.targets.broken:HangsInPrepare": ["-", "TIMEOUT"],
     }, proc.stdout
-    assert ("graphsafe: tests.targets.broken:SegfaultsInPrepare: the target crashed its process (SIGSEGV): an illegal "
-            "memory access or a bad pointer") in proc.stderr
+    assert (
+        "graphsafe: tests.targets.broken:SegfaultsInPrepare: the target crashed its process (SIGSEGV): an illegal "
+        "memory access or a bad pointer"
+    ) in proc.stderr
     assert "graphsafe: tests.targets.broken:HangsInPrepare: no result within 5 s: the target hangs" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 # -- an interrupted run leaves whole reports and an intact database ----------------------------------
-INTERRUPTED = ["tests.targets.synthetic:FreshLens", "tests.targets.synthetic:NewMetadata", "tests.targets.synthetic:StaleTail",
-               "tests.targets.synthetic:Counter", "tests.targets.synthetic:HostScale"]
+INTERRUPTED = [
+    "tests.targets.synthetic:FreshLens",
+    "tests.targets.synthetic:NewMetadata",
+    "tests.targets.synthetic:StaleTail",
+    "tests.targets.synthetic:Counter",
+    "tests.targets.synthetic:HostScale",
+]
 
 
 def _reports_whole(root: Path) -> list[Path]:
@@ -302,13 +365,35 @@ def _reports_whole(root: Path) -> list[Path]:
 def test_interrupted_run_leaves_no_partial_report(tmp_path, how):
     reports, db = tmp_path / "reports", tmp_path / "db"
     env = dict(env_with_repo(), GRAPHSAFE_DB=str(db))
-    cmd = [sys.executable, "-m", "graphsafe", "check", *INTERRUPTED, "--engine", "emulate", "--examples", "40",
-           "--steps", "3", "--capture-sizes", "2", "--report-dir", str(reports)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "graphsafe",
+        "check",
+        *INTERRUPTED,
+        "--engine",
+        "emulate",
+        "--examples",
+        "40",
+        "--steps",
+        "3",
+        "--capture-sizes",
+        "2",
+        "--report-dir",
+        str(reports),
+    ]
     if how.endswith("isolated"):
         cmd.append("--isolate")
     # the child starts with Ctrl-C's default action, as from a terminal (not this worker's disposition)
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 120
         while not _reports_whole(reports) and proc.poll() is None and time.monotonic() < deadline:
@@ -331,9 +416,15 @@ def test_interrupted_run_leaves_no_partial_report(tmp_path, how):
     if how == "SIGINT":
         return
     # the database is still usable: a complete run over it finds the bug again and keeps its entries
-    rest = [a for a in cmd[4 + len(INTERRUPTED):] if a != "--isolate"]
-    done = subprocess.run([*cmd[:4], "tests.targets.synthetic:FreshLens", *rest], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=240)
+    rest = [a for a in cmd[4 + len(INTERRUPTED) :] if a != "--isolate"]
+    done = subprocess.run(
+        [*cmd[:4], "tests.targets.synthetic:FreshLens", *rest],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 1, done.stderr
     assert any(p.is_file() for p in db.rglob("*"))
     assert _reports_whole(reports)
@@ -367,8 +458,14 @@ def _assert_broken_run(result: pytest.RunResult, xdist: bool) -> None:
     for safe in ("tests.targets.synthetic:Safe", "tests.targets.synthetic:DeviceScale"):
         assert re.search(rf"{re.escape(_item(safe))} PASSED|PASSED.*{re.escape(_item(safe))}", out), out
     sections = failure_sections(result)
-    assert sorted(sections) == sorted(_item(t) for t in (
-        "tests.targets.broken:SegfaultsInPrepare", "tests.targets.broken:HangsInPrepare", "tests.targets.broken:RaisesInSetup"))
+    assert sorted(sections) == sorted(
+        _item(t)
+        for t in (
+            "tests.targets.broken:SegfaultsInPrepare",
+            "tests.targets.broken:HangsInPrepare",
+            "tests.targets.broken:RaisesInSetup",
+        )
+    )
 
     crash = sections[_item("tests.targets.broken:SegfaultsInPrepare")]
     assert crash.startswith(
@@ -388,19 +485,27 @@ def _assert_broken_run(result: pytest.RunResult, xdist: bool) -> None:
     assert "\n" not in hang
 
     raises = sections[_item("tests.targets.broken:RaisesInSetup")]
-    assert raises.startswith("tests.targets.broken:RaisesInSetup\ntests.targets.broken:RaisesInSetup on emulate at Support.")
+    assert raises.startswith(
+        "tests.targets.broken:RaisesInSetup\ntests.targets.broken:RaisesInSetup on emulate at Support."
+    )
     assert "target-error: setup(spec, device) raised RuntimeError: setup is broken on purpose" in raises
     assert "Traceback" not in out and "Fatal Python error" not in out
 
 
 # -- CUDA: breakers that only a GPU can show ------------------------------------------------------
 CUDA_RUN = [
-    "--graphsafe", "tests.targets.synthetic:Safe",
-    "--graphsafe", "tests.targets.broken:BreaksContextInCapture",
-    "--graphsafe", "tests.targets.broken:IllegalAccessOnReplay",
-    "--graphsafe", "tests.targets.broken:HangsOnReplay",
-    "--graphsafe", "tests.targets.synthetic:DeviceScale",
-    "--graphsafe-timeout", "20",
+    "--graphsafe",
+    "tests.targets.synthetic:Safe",
+    "--graphsafe",
+    "tests.targets.broken:BreaksContextInCapture",
+    "--graphsafe",
+    "tests.targets.broken:IllegalAccessOnReplay",
+    "--graphsafe",
+    "tests.targets.broken:HangsOnReplay",
+    "--graphsafe",
+    "tests.targets.synthetic:DeviceScale",
+    "--graphsafe-timeout",
+    "20",
 ]
 
 
@@ -428,8 +533,19 @@ def test_cuda_breakers_fail_alone():
 @needs_cuda
 def test_cuda_without_isolation_fails_the_rest_fast(repo_importable):
     result = repo_importable.runpytest_subprocess(
-        *plugin_args(), "-p", "no:cacheprovider", "-v", "--graphsafe-engine", "cuda", "--graphsafe-isolate", "none",
-        *FAST_ARGS, "--graphsafe", "tests.targets.broken:BreaksContextInCapture", "--graphsafe", "tests.targets.synthetic:Safe",
+        *plugin_args(),
+        "-p",
+        "no:cacheprovider",
+        "-v",
+        "--graphsafe-engine",
+        "cuda",
+        "--graphsafe-isolate",
+        "none",
+        *FAST_ARGS,
+        "--graphsafe",
+        "tests.targets.broken:BreaksContextInCapture",
+        "--graphsafe",
+        "tests.targets.synthetic:Safe",
         timeout=300,
     )
     result.assert_outcomes(failed=2)
@@ -445,10 +561,29 @@ def test_cli_isolates_each_target_on_cuda_by_default_so_a_crash_spares_the_next_
     # no --isolate: on the cuda engine graphsafe check isolates by default; without it the illegal
     # access would break the process's CUDA context and Safe would get no verdict
     proc = subprocess.run(
-        [sys.executable, "-m", "graphsafe", "check", "tests.targets.broken:IllegalAccessOnReplay",
-         "tests.targets.synthetic:Safe", "--engine", "cuda", "--examples", "3", "--probes", "stale-pointer",
-         "--capture-sizes", "2", "--timeout", "120"],
-        cwd=tmp_path, env=env_with_repo(), capture_output=True, text=True, timeout=480,
+        [
+            sys.executable,
+            "-m",
+            "graphsafe",
+            "check",
+            "tests.targets.broken:IllegalAccessOnReplay",
+            "tests.targets.synthetic:Safe",
+            "--engine",
+            "cuda",
+            "--examples",
+            "3",
+            "--probes",
+            "stale-pointer",
+            "--capture-sizes",
+            "2",
+            "--timeout",
+            "120",
+        ],
+        cwd=tmp_path,
+        env=env_with_repo(),
+        capture_output=True,
+        text=True,
+        timeout=480,
     )
     assert proc.returncode == 3, proc.stderr  # a target failed to run, and nothing worse
     rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[2:] if line.strip()}

@@ -18,8 +18,16 @@ def check(cls, engine, examples=6):
 def test_an_opaque_call_is_one_launch_with_its_tensors_and_host_values():
     x, lens, out = torch.ones(2, 3), torch.tensor([1.0, 2.0]), torch.zeros(2, 3)
     with Recorder("observe") as rec:
-        graphsafe.opaque_call("ext.scale", T.ext_scale, x, lens, out, 3.0, arg_names=("x", "lens", "out", "factor"),
-                              host_values={"plan.split": 2})
+        graphsafe.opaque_call(
+            "ext.scale",
+            T.ext_scale,
+            x,
+            lens,
+            out,
+            3.0,
+            arg_names=("x", "lens", "out", "factor"),
+            host_values={"plan.split": 2},
+        )
     [launch] = rec.launches  # the torch ops inside the call are not recorded
     assert (launch.kind, launch.name) == ("opaque", "ext.scale")
     assert launch.args["factor"] == 3.0 and launch.args["plan.split"] == 2
@@ -53,7 +61,8 @@ def test_the_emulator_replays_an_opaque_call_with_the_host_values_it_was_capture
     x, lens, out = torch.ones(1, 2), torch.ones(1), torch.zeros(1, 2)
     state = {"factor": 2.0}
     graph = get_engine("emulate").capture(
-        lambda: graphsafe.opaque_call("ext.scale", T.ext_scale, x, lens, out, state["factor"]) or out, pool=None)
+        lambda: graphsafe.opaque_call("ext.scale", T.ext_scale, x, lens, out, state["factor"]) or out, pool=None
+    )
     state["factor"], lens[0] = 10.0, 3.0  # a new host value is not seen; new buffer contents are
     out.zero_()
     graph.replay()

@@ -14,8 +14,11 @@ from tests.targets import synthetic as S
 
 def calls_per_phase(cls, **options):
     calls: collections.Counter = collections.Counter()
-    result = run_check(cls, CheckOptions(engine="emulate", seed=0, database=False, **options),
-                       progress=lambda p: calls.update([p.phase]))
+    result = run_check(
+        cls,
+        CheckOptions(engine="emulate", seed=0, database=False, **options),
+        progress=lambda p: calls.update([p.phase]),
+    )
     return result, calls
 
 
@@ -26,6 +29,7 @@ def test_a_later_phase_runs_only_its_examples_when_it_meets_a_reported_cause_aga
     budget = {ph.policy.name: ph.examples for ph in phases(resolve_capture("explore"), 20)}
     assert budget["minimal"] == 5
     assert {name: calls[name] for name in ("ascending", "minimal", "drawn")} == {
-        name: budget[name] for name in ("ascending", "minimal", "drawn")}
+        name: budget[name] for name in ("ascending", "minimal", "drawn")
+    }
     [finding] = result.errors
     assert finding.kind.value == "frozen-host-value" and finding.details["capture_policy"] == "worst"

@@ -32,6 +32,7 @@ def phases_seen(monkeypatch):
         def setup(self, spec, device):
             made.append(weakref.ref(self))
             return original(self, spec, device)
+
         return setup
 
     class CountingGc:
@@ -65,8 +66,9 @@ def phases_seen(monkeypatch):
 
 
 def _check(cls):
-    return run_check(cls, CheckOptions(engine="emulate", seed=0, database=False, examples=8, steps=2,
-                                       probes=["stale-pointer"]))
+    return run_check(
+        cls, CheckOptions(engine="emulate", seed=0, database=False, examples=8, steps=2, probes=["stale-pointer"])
+    )
 
 
 def test_a_passing_phase_is_freed_without_a_collection(phases_seen):

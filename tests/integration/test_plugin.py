@@ -18,15 +18,16 @@ import pytest
 
 from graphsafe import UsageError
 from graphsafe.checker import names
-from graphsafe.frontend import devices
+from graphsafe.frontend import devices, schedule
 from graphsafe.frontend import options as frontend
-from graphsafe.frontend import schedule
 from graphsafe.frontend.items import gpu_sharing_hint
 from graphsafe.probes import PROBES
 from tests.subprocesses import OUTER_RUN_VARS, error_sections, failure_sections, plugin_args
 from tests.targets.plain_torch import SOURCE
 
-TARGETS = SOURCE + '''
+TARGETS = (
+    SOURCE
+    + '''
 import hypothesis
 
 
@@ -40,11 +41,21 @@ class RecordsProfile(Safe):
         SEEN_PROFILES.add(hypothesis.settings.get_current_profile_name())
         super().prepare(batch)
 '''
+)
 
 BROKEN = 'raise ImportError("this module is broken on purpose")\n'
 
 # emulator, few examples, short sequences: seconds per run
-FAST = ["-p", "no:cacheprovider", "--graphsafe-engine", "emulate", "--graphsafe-examples", "5", "--graphsafe-steps", "2"]
+FAST = [
+    "-p",
+    "no:cacheprovider",
+    "--graphsafe-engine",
+    "emulate",
+    "--graphsafe-examples",
+    "5",
+    "--graphsafe-steps",
+    "2",
+]
 
 
 @pytest.fixture
@@ -71,8 +82,9 @@ def run_in(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     run imported, and torch/Triton extension submodules cannot be imported a second time.
     Engine auto: emulate would switch this process's Triton to the interpreter on a GPU machine.
     """
-    return pytester.runpytest_inprocess(*plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "auto",
-                                        "--graphsafe-examples", "5", *args)
+    return pytester.runpytest_inprocess(
+        *plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "auto", "--graphsafe-examples", "5", *args
+    )
 
 
 # -- a run that does not ask for graphsafe -----------------------------------------------------
@@ -93,7 +105,8 @@ def test_plain(request):
 
 @pytest.mark.parametrize("asked", [False, True], ids=["not-asked", "asked"])
 def test_a_run_that_does_not_ask_imports_neither_torch_nor_triton_and_leaves_triton_interpret_unset(
-        pytester, monkeypatch, asked):
+    pytester, monkeypatch, asked
+):
     # a directory of another project: one plain test, no conftest, no ini; graphsafe installed
     for var in (*OUTER_RUN_VARS, "TRITON_INTERPRET"):
         monkeypatch.delenv(var, raising=False)
@@ -132,8 +145,16 @@ def test_the_fixture_imports_graphsafes_machinery_at_first_use(gs):
 # -- items ---------------------------------------------------------------------------------
 def test_one_item_per_target_passes_or_fails_with_the_finding(gs):
     result = run_sub(
-        gs, "-v", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Fresh",
-        "--graphsafe-probes", "stale-pointer,unpersisted-metadata", "--graphsafe-capture-sizes", "2",
+        gs,
+        "-v",
+        "--graphsafe",
+        "mymod:Safe",
+        "--graphsafe",
+        "mymod:Fresh",
+        "--graphsafe-probes",
+        "stale-pointer,unpersisted-metadata",
+        "--graphsafe-capture-sizes",
+        "2",
     )
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
@@ -153,9 +174,22 @@ def test_one_item_per_target_passes_or_fails_with_the_finding(gs):
 def test_targets_spread_over_xdist_workers_and_write_reports_to_one_folder(gs, tmp_path):
     reports = tmp_path / "reports"
     result = run_sub(
-        gs, "-n", "2", "-v", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Fresh", "--graphsafe", "mymod:Fresh2",
-        "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "1,2",
-        "--graphsafe-report-dir", str(reports),
+        gs,
+        "-n",
+        "2",
+        "-v",
+        "--graphsafe",
+        "mymod:Safe",
+        "--graphsafe",
+        "mymod:Fresh",
+        "--graphsafe",
+        "mymod:Fresh2",
+        "--graphsafe-probes",
+        "stale-pointer",
+        "--graphsafe-capture-sizes",
+        "1,2",
+        "--graphsafe-report-dir",
+        str(reports),
     )
     result.assert_outcomes(passed=1, failed=2)
     out = result.stdout.str()
@@ -177,8 +211,22 @@ def test_targets_spread_over_xdist_transports_like_several_hosts(gs, tmp_path):
     # --tx 2*popen: the same execnet transport several hosts use (ssh=...), here two local processes
     reports = tmp_path / "reports"
     result = run_sub(
-        gs, "--tx", "2*popen", "--dist", "load", "-v", "--graphsafe", "mymod:Fresh", "--graphsafe", "mymod:Fresh2",
-        "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "2", "--graphsafe-report-dir", str(reports),
+        gs,
+        "--tx",
+        "2*popen",
+        "--dist",
+        "load",
+        "-v",
+        "--graphsafe",
+        "mymod:Fresh",
+        "--graphsafe",
+        "mymod:Fresh2",
+        "--graphsafe-probes",
+        "stale-pointer",
+        "--graphsafe-capture-sizes",
+        "2",
+        "--graphsafe-report-dir",
+        str(reports),
     )
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
@@ -201,14 +249,29 @@ def test_collection_ids_order_ini_and_overrides(gs):
     ids = [line for line in result.outlines if line.startswith("graphsafe[")]
     assert ids == ["graphsafe[mymod:Fresh]", "graphsafe[mymod:Safe]"]  # the given order (buggy first here too)
     # the command line wins over the ini; duplicates collapse; -k selects items
-    result = run_in(gs, "--collect-only", "-q", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Safe",
-                    "--graphsafe", "mymod:Fresh", "--graphsafe-profile", "ci", "-k", "Fresh")
+    result = run_in(
+        gs,
+        "--collect-only",
+        "-q",
+        "--graphsafe",
+        "mymod:Safe",
+        "--graphsafe",
+        "mymod:Safe",
+        "--graphsafe",
+        "mymod:Fresh",
+        "--graphsafe-profile",
+        "ci",
+        "-k",
+        "Fresh",
+    )
     ids = [line for line in result.outlines if line.startswith("graphsafe[")]
     assert ids == ["graphsafe[mymod:Fresh]"]
     # the header shows the profile and the examples it implies (--graphsafe-examples wins over the profile)
     result = run_in(gs, "--collect-only")
-    assert "graphsafe: 2 target(s), engine auto, profile thorough, 5 examples, probes stale-pointer,lazy-init" in \
-        result.stdout.str()
+    assert (
+        "graphsafe: 2 target(s), engine auto, profile thorough, 5 examples, probes stale-pointer,lazy-init"
+        in result.stdout.str()
+    )
     result = gs.runpytest_inprocess(*plugin_args(), "-p", "no:cacheprovider", "--collect-only")
     assert "graphsafe: 2 target(s), engine auto, profile thorough, 200 examples (the profile's)" in result.stdout.str()
 
@@ -224,18 +287,49 @@ def test_items_run_longest_expected_first(gs):
     # no earlier durations: buggy variants (their findings are shrunk and diagnosed: the longest on the
     # reference suite) first, then targets expected to pass (a fixed variant, or a target that does
     # not say), targets that cannot be resolved (an error at once) last; ties keep the given order
-    result = run_in(gs, "--collect-only", "-q", "--graphsafe", "nosuch", "--graphsafe", "flex:fresh_metadata",
-                    "--graphsafe", "mymod:Fresh", "--graphsafe", "flex", "--graphsafe", "mymod:WrongType")
+    result = run_in(
+        gs,
+        "--collect-only",
+        "-q",
+        "--graphsafe",
+        "nosuch",
+        "--graphsafe",
+        "flex:fresh_metadata",
+        "--graphsafe",
+        "mymod:Fresh",
+        "--graphsafe",
+        "flex",
+        "--graphsafe",
+        "mymod:WrongType",
+    )
     ids = [line for line in result.outlines if line.startswith("graphsafe[")]
-    assert ids == ["graphsafe[flex:fresh_metadata]", "graphsafe[mymod:Fresh]",
-                   "graphsafe[flex]", "graphsafe[mymod:WrongType]", "graphsafe[nosuch]"]  # WrongType: no `expected`
+    assert ids == [
+        "graphsafe[flex:fresh_metadata]",
+        "graphsafe[mymod:Fresh]",
+        "graphsafe[flex]",
+        "graphsafe[mymod:WrongType]",
+        "graphsafe[nosuch]",
+    ]  # WrongType: no `expected`
 
 
 def test_durations_are_recorded_in_the_cache_and_order_the_next_run(gs):
     # under xdist the controller sees every report and writes the cache
     result = gs.runpytest_subprocess(
-        *plugin_args(), *FAST[2:], "-n", "2", "--graphsafe", "mymod:Safe", "--graphsafe", "mymod:Fresh",
-        "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "2", "--junitxml", "junit.xml", timeout=300,
+        *plugin_args(),
+        *FAST[2:],
+        "-n",
+        "2",
+        "--graphsafe",
+        "mymod:Safe",
+        "--graphsafe",
+        "mymod:Fresh",
+        "--graphsafe-probes",
+        "stale-pointer",
+        "--graphsafe-capture-sizes",
+        "2",
+        "--junitxml",
+        "junit.xml",
+        timeout=300,
     )
     result.assert_outcomes(passed=1, failed=1)
     recorded = json.loads((gs.path / ".pytest_cache" / "v" / "graphsafe" / "durations").read_text())
@@ -250,11 +344,23 @@ def test_durations_are_recorded_in_the_cache_and_order_the_next_run(gs):
     # a recorded duration wins over the given order and over the kind (Fresh, buggy, would go first)
     long_safe = {"mymod:Fresh": 1.0, "mymod:Safe": 100.0}
     (gs.path / ".pytest_cache" / "v" / "graphsafe" / "durations").write_text(
-        json.dumps({"emulate": long_safe, "cuda": long_safe}))
-    result = gs.runpytest_inprocess(*plugin_args(), "--graphsafe-examples", "5", "--collect-only", "-q",
-                                    "--graphsafe", "mymod:Fresh", "--graphsafe", "mymod:Safe")
+        json.dumps({"emulate": long_safe, "cuda": long_safe})
+    )
+    result = gs.runpytest_inprocess(
+        *plugin_args(),
+        "--graphsafe-examples",
+        "5",
+        "--collect-only",
+        "-q",
+        "--graphsafe",
+        "mymod:Fresh",
+        "--graphsafe",
+        "mymod:Safe",
+    )
     assert [line for line in result.outlines if line.startswith("graphsafe[")] == [
-        "graphsafe[mymod:Safe]", "graphsafe[mymod:Fresh]"]
+        "graphsafe[mymod:Safe]",
+        "graphsafe[mymod:Fresh]",
+    ]
 
 
 def test_longest_first_order():
@@ -263,7 +369,12 @@ def test_longest_first_order():
     # recorded seconds, longest first; an untimed target counts as the median of its kind (d: a's 7 s),
     # or as the longest when none of its kind has a time; a target that cannot be resolved is last
     assert schedule.longest_first(list(kinds), kinds, {"b": 5.0, "e": 9.0, "a": 7.0, "c": 99.0}) == [
-        "e", "a", "d", "b", "c"]
+        "e",
+        "a",
+        "d",
+        "b",
+        "c",
+    ]
     assert schedule.longest_first(list(kinds), kinds, {"e": 9.0, "b": 5.0}) == ["a", "d", "e", "b", "c"]
     # under xdist, each worker's first chunk (two items here) is one of the longest, then the shortest
     timed = {"b": 5.0, "e": 9.0, "a": 7.0}
@@ -279,15 +390,27 @@ def test_longest_first_order():
 
 def test_targets_that_cannot_be_checked_are_errors_with_one_line(gs):
     result = run_sub(
-        gs, "--graphsafe", "broken:Anything", "--graphsafe", "mymod:NoForward", "--graphsafe", "mymod:WrongType",
-        "--graphsafe", "nosuch", "--graphsafe", "mymod:Missing",
-        "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "1",
+        gs,
+        "--graphsafe",
+        "broken:Anything",
+        "--graphsafe",
+        "mymod:NoForward",
+        "--graphsafe",
+        "mymod:WrongType",
+        "--graphsafe",
+        "nosuch",
+        "--graphsafe",
+        "mymod:Missing",
+        "--graphsafe-probes",
+        "stale-pointer",
+        "--graphsafe-capture-sizes",
+        "1",
     )
     result.assert_outcomes(errors=5)
     sections = error_sections(result)
     expected = {
         "broken:Anything": "usage error: target 'broken:Anything': module 'broken' does not import: ImportError: "
-                           "this module is broken on purpose",
+        "this module is broken on purpose",
         "mymod:NoForward": "contract error: NoForward has no forward() method",
         "mymod:WrongType": "contract error: mymod:WrongType: forward() must return a tensor",
         "nosuch": "usage error: unknown target 'nosuch'",
@@ -314,8 +437,9 @@ def test_usage_errors(gs):
 
 
 def test_capture_sizes_beyond_the_spec_are_dropped_and_none_left_is_an_error(gs):
-    result = run_sub(gs, "--graphsafe", "mymod:Fresh", "--graphsafe-probes", "stale-pointer",
-                     "--graphsafe-capture-sizes", "2,8")
+    result = run_sub(
+        gs, "--graphsafe", "mymod:Fresh", "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "2,8"
+    )
     result.assert_outcomes(failed=1)
     assert "captured with: Batch(" in result.stdout.str() and "(size 2)" in result.stdout.str()
     result = run_in(gs, "--graphsafe", "mymod:Safe", "--graphsafe-capture-sizes", "8")
@@ -324,7 +448,7 @@ def test_capture_sizes_beyond_the_spec_are_dropped_and_none_left_is_an_error(gs)
 
 
 # -- fixture and marker ---------------------------------------------------------------------
-FIXTURE_TESTS = '''
+FIXTURE_TESTS = """
 import pytest
 from mymod import Safe, Fresh
 
@@ -356,7 +480,7 @@ def test_unsafe_fails_with_findings(graphsafe):
 
 def test_target_error_is_one_line(graphsafe):
     graphsafe.check("broken:Anything")
-'''
+"""
 
 
 def test_fixture_and_marker(gs):
@@ -378,7 +502,8 @@ def test_ci_profile_applies_to_graphsafe_only(gs, monkeypatch):
     # With CI set, Hypothesis loads its own "ci" profile; graphsafe's checks must run under
     # graphsafe-ci, and everything else must keep Hypothesis' profile.
     monkeypatch.setenv("CI", "true")
-    gs.makepyfile(test_profile='''
+    gs.makepyfile(
+        test_profile="""
 import hypothesis
 import mymod
 
@@ -388,10 +513,20 @@ def test_profile(graphsafe):
     graphsafe.check(mymod.RecordsProfile, probes=["stale-pointer"], capture_sizes=[1], examples=2)
     assert mymod.SEEN_PROFILES == {"graphsafe-ci"}
     assert hypothesis.settings.get_current_profile_name() == before == "ci"
-''')
+"""
+    )
     result = gs.runpytest_subprocess(
-        *plugin_args(), "-p", "no:cacheprovider", "--graphsafe-engine", "emulate",
-        "--graphsafe", "mymod:Safe", "--graphsafe-probes", "stale-pointer", "--graphsafe-capture-sizes", "1",
+        *plugin_args(),
+        "-p",
+        "no:cacheprovider",
+        "--graphsafe-engine",
+        "emulate",
+        "--graphsafe",
+        "mymod:Safe",
+        "--graphsafe-probes",
+        "stale-pointer",
+        "--graphsafe-capture-sizes",
+        "1",
         timeout=300,
     )
     result.assert_outcomes(passed=2)

@@ -18,8 +18,16 @@ def short_floor(monkeypatch):
 
 def test_a_replay_that_never_ends_is_reported_with_its_step_before_the_timeout(engine, short_floor):
     with pytest.raises(graphsafe.ReplayHung) as info:
-        graphsafe.check(HangsInReplay, engine=engine, examples=2, seed=0, database=False, capture="worst",
-                        isolate="target", timeout=600)
+        graphsafe.check(
+            HangsInReplay,
+            engine=engine,
+            examples=2,
+            seed=0,
+            database=False,
+            capture="worst",
+            isolate="target",
+            timeout=600,
+        )
     err = info.value
     assert isinstance(err, graphsafe.TargetTimeout) and err.exit_code == 3
     assert err.steps and 0 <= err.step < len(err.steps)

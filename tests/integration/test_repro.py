@@ -22,16 +22,32 @@ from tests.subprocesses import with_path
 from tests.targets.plain_torch import SOURCE
 
 MOD = "repro_targets"
-CHECK = ["--engine", "emulate", "--examples", "5", "--steps", "2", "--capture-sizes", "2", "--probes",
-         "stale-pointer", "--capture", "worst"]
+CHECK = [
+    "--engine",
+    "emulate",
+    "--examples",
+    "5",
+    "--steps",
+    "2",
+    "--capture-sizes",
+    "2",
+    "--probes",
+    "stale-pointer",
+    "--capture",
+    "worst",
+]
 
 FLAKY = {
     "buggy": "class Flaky(Fresh):\n    pass\n",
     "fixed": "class Flaky(Safe):\n    pass\n",
-    "raises": ("class Flaky(Safe):\n    def prepare(self, batch):\n"
-               "        raise RuntimeError('prepare is broken on purpose')\n"),
-    "crashes": ("import ctypes\n\n\nclass Flaky(Safe):\n    def prepare(self, batch):\n"
-                "        ctypes.string_at(0)  # read address 0: SIGSEGV\n"),
+    "raises": (
+        "class Flaky(Safe):\n    def prepare(self, batch):\n"
+        "        raise RuntimeError('prepare is broken on purpose')\n"
+    ),
+    "crashes": (
+        "import ctypes\n\n\nclass Flaky(Safe):\n    def prepare(self, batch):\n"
+        "        ctypes.string_at(0)  # read address 0: SIGSEGV\n"
+    ),
     "gone": "",  # the class no longer exists
 }
 
@@ -52,8 +68,14 @@ def report(tmp_path_factory) -> Path:
     _write(folder, "buggy")
     env = _env()
     env["PYTHONPATH"] = with_path(folder)
-    proc = subprocess.run([sys.executable, "-m", "graphsafe", "check", f"{MOD}:Flaky", *CHECK, "--report-dir",
-                           str(folder / "reports")], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphsafe", "check", f"{MOD}:Flaky", *CHECK, "--report-dir", str(folder / "reports")],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stderr
     return Path(re.search(r"report: (\S+)", proc.stdout).group(1))
 
@@ -63,8 +85,14 @@ def _script_run(report: Path, variant: str) -> subprocess.CompletedProcess:
     folder = report.parents[2]
     _write(folder, variant)
     env = _env()
-    return subprocess.run([sys.executable, str(report / "repro.py"), "--engine", "emulate"], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(report / "repro.py"), "--engine", "emulate"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _cli_run(report: Path, variant: str, capfd, monkeypatch) -> tuple[int, str]:
@@ -131,8 +159,13 @@ def test_graphsafe_repro_of_a_target_that_now_crashes_exits_3_without_fixed(repo
 
 
 def test_a_replay_that_hangs_is_killed_after_the_timeout_and_exits_3(capfd):
-    recipe = {"kind": "stale-pointer", "target": "tests.targets.broken:HangsInPrepare", "engine": "emulate",
-              "steps": [], "capture_sizes": [1]}
+    recipe = {
+        "kind": "stale-pointer",
+        "target": "tests.targets.broken:HangsInPrepare",
+        "engine": "emulate",
+        "steps": [],
+        "capture_sizes": [1],
+    }
     assert _script.run_isolated(recipe, engine="emulate", timeout=20) == 3
     out, _ = capfd.readouterr()
     assert "TIMEOUT: no result within 20 s: the target hangs" in out and "FIXED" not in out

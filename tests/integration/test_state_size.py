@@ -34,8 +34,14 @@ print(json.dumps({"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1
 
 
 def _peak(size: int) -> dict:
-    p = subprocess.run([sys.executable, "-c", _CHILD, str(size)], cwd=REPO, env=env_with_repo(),
-                       capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(size)],
+        cwd=REPO,
+        env=env_with_repo(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 

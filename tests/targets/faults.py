@@ -9,8 +9,6 @@ calls made on the dead device.  A real fault on CUDA: ``tests.targets.broken.Ill
 
 from __future__ import annotations
 
-import torch
-
 from graphsafe.contract import CAPTURE_SEED
 from tests.targets.synthetic import NewMetadata, Safe
 

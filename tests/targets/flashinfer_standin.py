@@ -18,8 +18,19 @@ def small(base: type, module: str = __name__, **extra) -> type:
     attributes on top.  ``module``: where the class is importable from by its name."""
     spec = MIXED if base.default_spec.max_query_len > 1 else SPEC
     dims = {"head_dim": 32, "head_dim_kpe": 16} if issubclass(base, fi.MLA) else {"head_dim": 16}
-    return type(base.__name__, (base,), {"library": "standin", "default_spec": spec, "workspace_mib": 1,
-                                         "name": base.name + " (stand-in)", "__module__": module, **dims, **extra})
+    return type(
+        base.__name__,
+        (base,),
+        {
+            "library": "standin",
+            "default_spec": spec,
+            "workspace_mib": 1,
+            "name": base.name + " (stand-in)",
+            "__module__": module,
+            **dims,
+            **extra,
+        },
+    )
 
 
 STANDIN: dict[str, type] = {name: small(fi.resolve(name)) for name in fi.names()}

@@ -38,7 +38,7 @@ class HangsInReplay(graphsafe.Target):
 
     def prepare(self, batch: Batch) -> None:
         self.lens.zero_()
-        self.lens[:batch.num_reqs].copy_(torch.tensor(batch.seq_lens, dtype=torch.int32))
+        self.lens[: batch.num_reqs].copy_(torch.tensor(batch.seq_lens, dtype=torch.int32))
         self.total = sum(batch.seq_lens)  # BUG: a host value the graph freezes
 
     def forward(self) -> torch.Tensor:

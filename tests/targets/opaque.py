@@ -42,8 +42,9 @@ class OpaqueSafe(graphsafe.Target):
         self.lens[n:] = 0
 
     def forward(self) -> torch.Tensor:
-        graphsafe.opaque_call("ext.scale", ext_scale, self.x, self.lens, self.out, self.factor,
-                              arg_names=("x", "lens", "out", "factor"))
+        graphsafe.opaque_call(
+            "ext.scale", ext_scale, self.x, self.lens, self.out, self.factor, arg_names=("x", "lens", "out", "factor")
+        )
         return self.out
 
 

@@ -49,8 +49,11 @@ class PagedKV(graphsafe.Target):
         n, bs = batch.num_tokens, self.block_size
         self.x[:n] = graphsafe.seeded((n, D), seed=batch.seed, device=self.x.device)
         self.x[n:] = 0
-        slots = [batch.block_table[r][p // bs] * bs + p % bs
-                 for r, (q, s) in enumerate(zip(batch.query_lens, batch.seq_lens)) for p in range(s - q, s)]
+        slots = [
+            batch.block_table[r][p // bs] * bs + p % bs
+            for r, (q, s) in enumerate(zip(batch.query_lens, batch.seq_lens))
+            for p in range(s - q, s)
+        ]
         self.slots[:n] = torch.tensor(slots, dtype=torch.int64)
         self.slots[n:] = 0  # padding writes zeros into the null block 0
 

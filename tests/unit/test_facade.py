@@ -10,8 +10,9 @@ from tests.subprocesses import env_with_repo
 
 
 def _fresh(code: str) -> str:
-    proc = subprocess.run([sys.executable, "-c", code], env=env_with_repo(), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env_with_repo(), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
@@ -37,10 +38,13 @@ def test_importing_graphsafe_imports_neither_torch_nor_triton():
 
 def test_from_graphsafe_import_a_name_imports_its_module():
     assert _fresh("from graphsafe import check, Batch, UsageError; print(check.__module__, Batch.__name__)") == (
-        "graphsafe.frontend.runner Batch")
+        "graphsafe.frontend.runner Batch"
+    )
 
 
 def test_the_check_package_import_leaves_graphsafe_check_the_function():
-    out = _fresh("import graphsafe.checker.api, graphsafe; print(callable(graphsafe.check), "
-                 "graphsafe.check.__module__, graphsafe.checker.api.__name__)")
+    out = _fresh(
+        "import graphsafe.checker.api, graphsafe; print(callable(graphsafe.check), "
+        "graphsafe.check.__module__, graphsafe.checker.api.__name__)"
+    )
     assert out == "True graphsafe.frontend.runner graphsafe.checker.api"

@@ -34,13 +34,13 @@ def write_ints(int_ws: torch.Tensor, pinned: torch.Tensor, parts: list[list[int]
     staged = pinned[:at].view(torch.int32)
     for off, part in zip(offsets, parts):
         if part:
-            staged[off // 4: off // 4 + len(part)] = torch.tensor(part, dtype=torch.int32)
+            staged[off // 4 : off // 4 + len(part)] = torch.tensor(part, dtype=torch.int32)
     int_ws[:at].copy_(pinned[:at])
     return offsets
 
 
 def read_ints(int_ws: torch.Tensor, offset: int, n: int) -> list[int]:
-    return int_ws[offset: offset + 4 * n].view(torch.int32).tolist()
+    return int_ws[offset : offset + 4 * n].view(torch.int32).tolist()
 
 
 def rows_of(t: torch.Tensor) -> torch.Tensor:
@@ -48,8 +48,9 @@ def rows_of(t: torch.Tensor) -> torch.Tensor:
     first one on, whatever the view's length (a query or output frozen shorter than the schedule)."""
     row = t.stride(0)
     rows = (t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()) // row
-    return torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), t.storage_offset(),
-                                                                (rows, *t.shape[1:]), t.stride())
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(
+        t.untyped_storage(), t.storage_offset(), (rows, *t.shape[1:]), t.stride()
+    )
 
 
 def page_positions(pages: list[int], page_size: int, lo: int, hi: int) -> torch.Tensor:
@@ -59,8 +60,9 @@ def page_positions(pages: list[int], page_size: int, lo: int, hi: int) -> torch.
     return table[pos // page_size] * page_size + pos % page_size
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, q_pos: torch.Tensor | None,
-           k_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, q_pos: torch.Tensor | None, k_pos: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Partial attention of queries ``q`` [n, Hq, D] over keys ``k`` [m, Hkv, D] (GQA): the running
     max, sum and unnormalised output (m [n, Hq], l [n, Hq], acc [n, Hq, Dv]); causal when ``q_pos`` (each
     query's position) is given: a query sees the keys at or before its position."""

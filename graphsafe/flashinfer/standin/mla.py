@@ -36,15 +36,16 @@ class MLAPlanMetadata:
     kv_len_arr: torch.Tensor
 
     @classmethod
-    def csr(cls, qo_indptr, kv_indptr, kv_indices, kv_len_arr) -> "MLAPlanMetadata":
+    def csr(cls, qo_indptr, kv_indptr, kv_indices, kv_len_arr) -> MLAPlanMetadata:
         return cls(qo_indptr, kv_indptr, kv_indices, kv_len_arr)
 
 
 class _MLAModule:
     """The MLA kernel module: ``plan`` and ``run`` in FlashInfer's argument order."""
 
-    def plan(self, float_ws, int_ws, pinned, qo_indptr_host, kv_indptr_host, kv_len_host, num_heads, head_dim_ckv,
-             causal):
+    def plan(
+        self, float_ws, int_ws, pinned, qo_indptr_host, kv_indptr_host, kv_len_host, num_heads, head_dim_ckv, causal
+    ):
         qo, kvp, kvl = qo_indptr_host.tolist(), kv_indptr_host.tolist(), kv_len_host.tolist()
         batch = len(kvl)
         packed = [(qo[r + 1] - qo[r]) * num_heads for r in range(batch)]
@@ -57,7 +58,19 @@ class _MLAModule:
             q_len = qo[r + 1] - qo[r]
             for q0 in range(0, q_len, rows_per_tile):
                 for k0 in range(0, max(kvl[r], 1), limit):
-                    items.append([r, q0, min(q0 + rows_per_tile, q_len), k0, min(k0 + limit, kvl[r]), qo[r], kvp[r], q_len, kvl[r]])
+                    items.append(
+                        [
+                            r,
+                            q0,
+                            min(q0 + rows_per_tile, q_len),
+                            k0,
+                            min(k0 + limit, kvl[r]),
+                            qo[r],
+                            kvp[r],
+                            q_len,
+                            kvl[r],
+                        ]
+                    )
         per = [[] for _ in range(clusters)]
         for i, item in enumerate(items):  # round robin: the stand-in's load balancing
             per[i % clusters].append(item)
@@ -70,8 +83,24 @@ class _MLAModule:
         off = K.write_ints(int_ws, pinned, [work_indptr + [work_indptr[-1]] * (NUM_SM - clusters), flat])
         return [cluster, clusters, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, off[0], off[1], 0]
 
-    def run(self, float_ws, int_ws, plan_info, q_nope, q_pe, ckv_cache, kpe_cache, kv_indices, out, lse, mask_mode,
-            num_heads, page_size, sm_scale, *rest: Any):
+    def run(
+        self,
+        float_ws,
+        int_ws,
+        plan_info,
+        q_nope,
+        q_pe,
+        ckv_cache,
+        kpe_cache,
+        kv_indices,
+        out,
+        lse,
+        mask_mode,
+        num_heads,
+        page_size,
+        sm_scale,
+        *rest: Any,
+    ):
         clusters, work_off, items_off = plan_info[1], plan_info[15], plan_info[16]
         work_indptr = K.read_ints(int_ws, work_off, clusters + 1)
         idx = kv_indices.tolist()
@@ -80,16 +109,19 @@ class _MLAModule:
         parts: dict[tuple[int, int], list] = {}
         for y in range(clusters):
             for w in range(work_indptr[y], work_indptr[y + 1]):
-                _, q0, q1, k0, k1, qo_off, page_off, q_len, kv_len = K.read_ints(int_ws, items_off + 4 * _FIELDS * w, _FIELDS)
+                _, q0, q1, k0, k1, qo_off, page_off, q_len, kv_len = K.read_ints(
+                    int_ws, items_off + 4 * _FIELDS * w, _FIELDS
+                )
                 n_pages = -(-k1 // page_size) if k1 > 0 else 0
-                rows = K.page_positions(idx[page_off:page_off + n_pages], page_size, k0, max(k0, k1))
-                q = torch.cat([q_nope[qo_off + q0: qo_off + q1], q_pe[qo_off + q0: qo_off + q1]], dim=-1)
+                rows = K.page_positions(idx[page_off : page_off + n_pages], page_size, k0, max(k0, k1))
+                q = torch.cat([q_nope[qo_off + q0 : qo_off + q1], q_pe[qo_off + q0 : qo_off + q1]], dim=-1)
                 k = torch.cat([ckv[rows], kpe[rows]], dim=-1)[:, None, :]
                 v = ckv[rows][:, None, :]
                 # causal: the query rows are the request's last ones and see keys up to their own position
                 q_pos = torch.arange(q0, q1) + (kv_len - q_len) if mask_mode == 1 else None
                 parts.setdefault((qo_off + q0, qo_off + q1), []).append(
-                    K.attend(q, k, v, sm_scale, q_pos, torch.arange(k0, max(k0, k1))))
+                    K.attend(q, k, v, sm_scale, q_pos, torch.arange(k0, max(k0, k1)))
+                )
         for (a, b), ps in parts.items():
             out[a:b] = K.merge(ps).to(out.dtype)
 
@@ -97,7 +129,7 @@ class _MLAModule:
 class _PlannedFa:
     """The planned backend object a FlashInfer MLA wrapper runs through (``_planned_backend``)."""
 
-    def __init__(self, wrapper: "BatchMLAPagedAttentionWrapper"):
+    def __init__(self, wrapper: BatchMLAPagedAttentionWrapper):
         self._float_workspace_buffer = wrapper._float_workspace_buffer
         self._int_workspace_buffer = torch.zeros(_INT_WORKSPACE, dtype=torch.uint8)
         self._pin_memory_int_workspace_buffer = torch.zeros(_INT_WORKSPACE, dtype=torch.uint8)
@@ -111,27 +143,56 @@ class _PlannedFa:
 class BatchMLAPagedAttentionWrapper:
     """Stand-in of ``flashinfer.mla.BatchMLAPagedAttentionWrapper``: CSR metadata, split query and KV cache."""
 
-    def __init__(self, float_workspace_buffer, use_cuda_graph=False, qo_indptr=None, kv_indptr=None, kv_indices=None,
-                 kv_len_arr=None, backend="auto"):
+    def __init__(
+        self,
+        float_workspace_buffer,
+        use_cuda_graph=False,
+        qo_indptr=None,
+        kv_indptr=None,
+        kv_indices=None,
+        kv_len_arr=None,
+        backend="auto",
+    ):
         if float_workspace_buffer.device.type != "cpu":
             raise RuntimeError("graphsafe's FlashInfer stand-in runs on the CPU only; use FlashInfer itself on a GPU")
         self._float_workspace_buffer = float_workspace_buffer
         self._use_cuda_graph = use_cuda_graph
         self._qo_indptr_buf, self._kv_indptr_buf, self._kv_indices_buf, self._kv_len_arr_buf = (
-            qo_indptr, kv_indptr, kv_indices, kv_len_arr)
+            qo_indptr,
+            kv_indptr,
+            kv_indices,
+            kv_len_arr,
+        )
         self._planned_backend: _PlannedFa | None = None
         self.calls: list[tuple] = []
 
-    def plan(self, *, metadata: MLAPlanMetadata, num_heads, head_dim_ckv, head_dim_kpe, page_size, causal, sm_scale,
-             q_data_type, kv_data_type, query_layout="packed", kv_cache_layout="packed", **unsupported):
+    def plan(
+        self,
+        *,
+        metadata: MLAPlanMetadata,
+        num_heads,
+        head_dim_ckv,
+        head_dim_kpe,
+        page_size,
+        causal,
+        sm_scale,
+        q_data_type,
+        kv_data_type,
+        query_layout="packed",
+        kv_cache_layout="packed",
+        **unsupported,
+    ):
         if unsupported:
             raise NotImplementedError(f"the stand-in's MLA plan() does not take {sorted(unsupported)}")
         b = self._planned_backend = self._planned_backend or _PlannedFa(self)
         m = metadata
         if self._use_cuda_graph:
-            for target, source in ((b._qo_indptr_buf, m.qo_indptr), (b._kv_indptr_buf, m.kv_indptr),
-                                   (b._kv_indices_buf[:len(m.kv_indices)], m.kv_indices),
-                                   (b._kv_len_arr_buf, m.kv_len_arr)):
+            for target, source in (
+                (b._qo_indptr_buf, m.qo_indptr),
+                (b._kv_indptr_buf, m.kv_indptr),
+                (b._kv_indices_buf[: len(m.kv_indices)], m.kv_indices),
+                (b._kv_len_arr_buf, m.kv_len_arr),
+            ):
                 if target.shape != source.shape:
                     raise ValueError("CUDA graph reserved buffer has insufficient or incompatible capacity.")
                 target.copy_(source)
@@ -139,8 +200,16 @@ class BatchMLAPagedAttentionWrapper:
             b._qo_indptr_buf, b._kv_indptr_buf = m.qo_indptr.clone(), m.kv_indptr.clone()
             b._kv_indices_buf, b._kv_len_arr_buf = m.kv_indices.clone(), m.kv_len_arr.clone()
         b._plan_info = b._cached_module.plan(
-            b._float_workspace_buffer, b._int_workspace_buffer, b._pin_memory_int_workspace_buffer,
-            m.qo_indptr.cpu(), m.kv_indptr.cpu(), m.kv_len_arr.cpu(), num_heads, head_dim_ckv, causal)
+            b._float_workspace_buffer,
+            b._int_workspace_buffer,
+            b._pin_memory_int_workspace_buffer,
+            m.qo_indptr.cpu(),
+            m.kv_indptr.cpu(),
+            m.kv_len_arr.cpu(),
+            num_heads,
+            head_dim_ckv,
+            causal,
+        )
         b._causal, b._sm_scale, b._page_size = causal, sm_scale, page_size
         self.calls.append(("plan", len(m.kv_len_arr), int(m.qo_indptr[-1])))
 
@@ -153,7 +222,20 @@ class BatchMLAPagedAttentionWrapper:
         (q_nope, q_pe), (ckv, kpe) = query, kv_cache
         out = torch.empty_like(q_nope) if out is None else out
         self.calls.append(("run", q_nope.shape[0]))
-        b._cached_module.run(b._float_workspace_buffer, b._int_workspace_buffer, b._plan_info, q_nope, q_pe, ckv, kpe,
-                             b._kv_indices_buf, out, lse, 1 if b._causal else 0, q_nope.shape[1], b._page_size,
-                             b._sm_scale)
+        b._cached_module.run(
+            b._float_workspace_buffer,
+            b._int_workspace_buffer,
+            b._plan_info,
+            q_nope,
+            q_pe,
+            ckv,
+            kpe,
+            b._kv_indices_buf,
+            out,
+            lse,
+            1 if b._causal else 0,
+            q_nope.shape[1],
+            b._page_size,
+            b._sm_scale,
+        )
         return out

@@ -101,8 +101,16 @@ def _inherited() -> dict | None:
     return dict(state) if state and state.get("pid") != os.getpid() else None
 
 
-def child_main(conn, ref: str, by_class: bool, engine: str, device: Any, lifeline, env: dict | None,
-               clock: replay_clock.Clock | None = None) -> None:
+def child_main(
+    conn,
+    ref: str,
+    by_class: bool,
+    engine: str,
+    device: Any,
+    lifeline,
+    env: dict | None,
+    clock: replay_clock.Clock | None = None,
+) -> None:
     """The child process's entry point (``multiprocessing`` target).  ``env``: the parent's environment,
     for a child forked from the fork server (whose environment is the server's); ``clock``: where its
     replays are timed for the parent (:mod:`graphsafe.engines.replay_clock`)."""
@@ -168,8 +176,10 @@ def _run_request(ref: str, by_class: bool, check, run, label: str, progress_to) 
         try:
             settings.get_profile(run.profile)
         except Exception:  # noqa: BLE001 - a profile registered only in the parent (a conftest of its own)
-            reply["notes"].append(f"the Hypothesis profile {run.profile!r} is not registered in the sandbox "
-                                  "process; it ran with Hypothesis' default settings")
+            reply["notes"].append(
+                f"the Hypothesis profile {run.profile!r} is not registered in the sandbox "
+                "process; it ran with Hypothesis' default settings"
+            )
             run = dataclasses.replace(run, profile="default")
     try:
         target: Any = lookup(ref) if by_class else ref

@@ -41,8 +41,9 @@ import signal
 import sys
 import time
 import types
+from collections.abc import Callable
 from multiprocessing.connection import wait as wait_for
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from hypothesis import settings
 
@@ -74,9 +75,9 @@ def display_name(target: Any) -> str:
 class Pool(Protocol):
     """What a sandbox tells the pool that owns it (:mod:`graphsafe.frontend.sandbox.pool`)."""
 
-    def touched(self, box: "Sandbox") -> None: ...
+    def touched(self, box: Sandbox) -> None: ...
 
-    def started(self, box: "Sandbox") -> None: ...
+    def started(self, box: Sandbox) -> None: ...
 
 
 @contextlib.contextmanager
@@ -110,8 +111,14 @@ class Sandbox:
     "spawn", "seconds": from start() to the child's "ready"}``.
     """
 
-    def __init__(self, target: Any, engine: str = "auto", device: int | None = None, pool: Pool | None = None,
-                 method: str = "auto"):
+    def __init__(
+        self,
+        target: Any,
+        engine: str = "auto",
+        device: int | None = None,
+        pool: Pool | None = None,
+        method: str = "auto",
+    ):
         if method not in server.METHODS:
             raise UsageError(f"sandbox start method {method!r}: choose one of {', '.join(server.METHODS)}")
         self.target = target
@@ -144,8 +151,9 @@ class Sandbox:
         return self._proc is not None and self._proc.is_alive()
 
     # -- running a check ----------------------------------------------------------------
-    def check(self, check: CheckOptions, run: RunOptions, label: str = "",
-              progress: Callable[[Any], None] | None = None) -> CheckResult:
+    def check(
+        self, check: CheckOptions, run: RunOptions, label: str = "", progress: Callable[[Any], None] | None = None
+    ) -> CheckResult:
         """:func:`~graphsafe.frontend.inprocess.run_here` in the child; a CheckResult.
 
         ``run.profile`` is the Hypothesis profile the child loads (None: the profile loaded in
@@ -155,8 +163,10 @@ class Sandbox:
         if run.profile is None:
             run = dataclasses.replace(run, profile=settings.get_current_profile_name())
         if check.engine not in (self.engine, "auto"):
-            raise UsageError(f"this sandbox runs engine {self.engine!r}; the check asked for {check.engine!r}: "
-                             "get the sandbox for that engine (get_sandbox(target, engine=...))")
+            raise UsageError(
+                f"this sandbox runs engine {self.engine!r}; the check asked for {check.engine!r}: "
+                "get the sandbox for that engine (get_sandbox(target, engine=...))"
+            )
         check = check.replace(engine=self.engine)
         if self.ref is None:
             return self._check_here(check, run, label, progress)
@@ -187,8 +197,10 @@ class Sandbox:
         err = reply.get("error")
         if err is not None:
             if broken and isinstance(err, ContextBroken):  # a replay faulted: the error names the example
-                raise ContextBroken(f"{self.name}: {err.message}; its process was discarded",
-                                    **{n: getattr(err, n) for n in err._fields})
+                raise ContextBroken(
+                    f"{self.name}: {err.message}; its process was discarded",
+                    **{n: getattr(err, n) for n in err._fields},
+                )
             if broken and not isinstance(err, (UsageError, ContractError)):
                 first = err.message.strip().splitlines()
                 raise ContextBroken(
@@ -217,8 +229,9 @@ class Sandbox:
 
     def _check_here(self, check: CheckOptions, run: RunOptions, label: str, progress) -> CheckResult:
         result = run_here(self.target, check, run, label=label or self.name, progress=progress)
-        result.notes.append(f"{self.why_not}; it ran in this process without isolation "
-                            "(move the class to module level to isolate it)")
+        result.notes.append(
+            f"{self.why_not}; it ran in this process without isolation (move the class to module level to isolate it)"
+        )
         return result
 
     def start(self, wait: bool = True, timeout: float = START_TIMEOUT_S) -> None:
@@ -237,7 +250,9 @@ class Sandbox:
         parent, child = ctx.Pipe(duplex=True)
         lifeline, self._lifeline = ctx.Pipe(duplex=False)
         env = dict(os.environ) if how == "forkserver" else None  # spawned children inherit it anyway
-        self._clock = replay_clock.Clock(ctx.RawArray("d", replay_clock.NUMBERS), ctx.RawArray("c", replay_clock.PLAN_BYTES))
+        self._clock = replay_clock.Clock(
+            ctx.RawArray("d", replay_clock.NUMBERS), ctx.RawArray("c", replay_clock.PLAN_BYTES)
+        )
         proc = ctx.Process(
             target=child_main,
             args=(child, self.ref, self.by_class, self.engine, self.device, lifeline, env, self._clock),
@@ -323,11 +338,15 @@ class Sandbox:
         where = self._stack_dump()
         self._discard()
         if starting:
-            what = (f"the sandbox process did not start within {timeout:g} s (importing torch, the engine "
-                    "or the target's module hangs); its process was killed")
+            what = (
+                f"the sandbox process did not start within {timeout:g} s (importing torch, the engine "
+                "or the target's module hangs); its process was killed"
+            )
         else:
-            what = (f"no result within {timeout:g} s: the target hangs (an endless kernel or a blocking call); "
-                    "its process was killed")
+            what = (
+                f"no result within {timeout:g} s: the target hangs (an endless kernel or a blocking call); "
+                "its process was killed"
+            )
         if where:
             what += f"; it was in {where}"
         return TargetTimeout(f"{self.name}: {what}", timeout=timeout, where=where)
@@ -337,16 +356,28 @@ class Sandbox:
         self._discard()
         steps, i = hung["steps"], hung["step"]
         batch = steps[i] if 0 <= i < len(steps) else None
-        what = (f"{self.name}: the replay of step {i} on the size-{hung['size']} graph ran {hung['seconds']:.1f} s "
-                f"(the longest replay before it: {hung['longest'] * 1e3:.3g} ms): a kernel that does not end, often "
-                "one reading stale plan data or indices; its process was killed")
+        what = (
+            f"{self.name}: the replay of step {i} on the size-{hung['size']} graph ran {hung['seconds']:.1f} s "
+            f"(the longest replay before it: {hung['longest'] * 1e3:.3g} ms): a kernel that does not end, often "
+            "one reading stale plan data or indices; its process was killed"
+        )
         if batch is not None:
-            what += (f"; the step's batch: query_lens={batch['query_lens']}, seq_lens={batch['seq_lens']}, "
-                     f"seed={batch['seed']}")
+            what += (
+                f"; the step's batch: query_lens={batch['query_lens']}, seq_lens={batch['seq_lens']}, "
+                f"seed={batch['seed']}"
+            )
         if where:
             what += f"; it was in {where}"
-        return ReplayHung(what, where=where, timeout=timeout, steps=list(steps), step=i, size=hung["size"],
-                          seconds=hung["seconds"], longest=hung["longest"])
+        return ReplayHung(
+            what,
+            where=where,
+            timeout=timeout,
+            steps=list(steps),
+            step=i,
+            size=hung["size"],
+            seconds=hung["seconds"],
+            longest=hung["longest"],
+        )
 
     def _stack_dump(self) -> str:
         """Where the child is, from every thread's stack it writes on SIGUSR1 ('' if it cannot say)."""
@@ -417,5 +448,3 @@ class Sandbox:
                 pass
             self._proc.join(2)
         self._discard()
-
-

@@ -39,8 +39,20 @@ __all__ = ["context_for", "warm", "server_key", "mismatch", "stop_using", "METHO
 METHODS = ("auto", "spawn")
 
 #: environment variables that torch, triton or their native libraries read when they are imported
-_IMPORT_TIME = ("TORCH", "PYTORCH", "CUDA", "NVIDIA", "TRITON", "OMP_", "MKL_", "OPENBLAS", "KMP_", "GOMP", "LD_",
-                "HYPOTHESIS")
+_IMPORT_TIME = (
+    "TORCH",
+    "PYTORCH",
+    "CUDA",
+    "NVIDIA",
+    "TRITON",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS",
+    "KMP_",
+    "GOMP",
+    "LD_",
+    "HYPOTHESIS",
+)
 #: set by :func:`_start` for the server itself (the interpreter is the key's first part)
 _SET_HERE = ("TRITON_INTERPRET", "PYTORCH_NVML_BASED_CUDA_CHECK")
 
@@ -81,8 +93,11 @@ def warm(engine: str) -> None:
 def _start(key: tuple) -> None:
     interpret = key[0]
     mp.get_context("forkserver").set_forkserver_preload([PRELOAD])
-    server_env = {"TRITON_INTERPRET": "1" if interpret else "0", "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
-                  "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    server_env = {
+        "TRITON_INTERPRET": "1" if interpret else "0",
+        "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
     saved = {k: os.environ.get(k) for k in server_env}
     os.environ.update(server_env)  # the server is started with this process's environment, read here
     try:

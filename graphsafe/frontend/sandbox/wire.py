@@ -39,12 +39,20 @@ def target_ref(target: Any) -> tuple[str | None, bool, str]:
     if "<locals>" in qual:
         return None, True, f"the target {label} is defined inside a function, so a sandbox process cannot import it"
     if mod in (None, "__main__", "__mp_main__", "builtins"):
-        return None, True, f"the target {label} is defined in the __main__ script, so a sandbox process cannot import it"
+        return (
+            None,
+            True,
+            f"the target {label} is defined in the __main__ script, so a sandbox process cannot import it",
+        )
     obj: Any = sys.modules.get(mod)
     for part in qual.split("."):
         obj = getattr(obj, part, None)
     if obj is not target:
-        return None, True, f"the target {label} does not import back under that name, so a sandbox process cannot load it"
+        return (
+            None,
+            True,
+            f"the target {label} does not import back under that name, so a sandbox process cannot load it",
+        )
     # check(cls) names the result cls.name when the class has one, check("module:Class") by that string:
     # only then must the child pass the class itself
     return label, bool(getattr(target, "name", None)), ""

@@ -128,13 +128,14 @@ def masked_softmax_attention(q, k, v, n_keys, guard: bool = True):
 
 
 # -- reference (for eager_check.py only) ---------------------------------------------------
-def reference_attention(batch: Batch, spec: CaptureSpec, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                        temperature: float | None = None) -> torch.Tensor:
+def reference_attention(
+    batch: Batch, spec: CaptureSpec, k_cache: torch.Tensor, v_cache: torch.Tensor, temperature: float | None = None
+) -> torch.Tensor:
     """Expected ``[num_tokens, H*D]`` for ``batch`` over a cache that already holds its new K/V."""
     bs = spec.block_size
     q_all = graphsafe.seeded((batch.num_tokens, H, D), seed=graphsafe.derive_seed(batch.seed, "q"))
     outs = []
-    for t, (r, i, pos, _) in enumerate(token_rows(batch, bs)):
+    for t, (r, _i, pos, _) in enumerate(token_rows(batch, bs)):
         row = batch.block_table[r]
         keys = torch.stack([k_cache[row[j // bs], j % bs] for j in range(pos + 1)])  # [L, H, D]
         vals = torch.stack([v_cache[row[j // bs], j % bs] for j in range(pos + 1)])

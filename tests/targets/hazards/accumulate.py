@@ -27,7 +27,7 @@ import triton.language as tl  # noqa: E402
 
 from graphsafe import Batch, CaptureSpec  # noqa: E402
 
-from ._common import D, H, SCALE  # noqa: E402
+from ._common import SCALE, D, H  # noqa: E402
 from .split_kv import MAX_SPLITS, SplitKVDecode, _split_stage1  # noqa: E402
 from .varlen import VarlenAttention, _attend  # noqa: E402
 from .workspace import SplitAccumulate  # noqa: E402
@@ -38,8 +38,7 @@ SPLIT_SPEC = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=8, block_size=
 
 
 @triton.jit
-def _merge_split(acc_ptr, ml_ptr, part_ptr, s, num_splits,
-                 H: tl.constexpr, D: tl.constexpr, MAX_SPLITS: tl.constexpr):
+def _merge_split(acc_ptr, ml_ptr, part_ptr, s, num_splits, H: tl.constexpr, D: tl.constexpr, MAX_SPLITS: tl.constexpr):
     """``acc[r] += weight of split s * its partial``: one launch per split (split-K style)."""
     r = tl.program_id(0)
     h = tl.arange(0, H)
@@ -83,13 +82,30 @@ class SplitKAccumulate(SplitKVDecode):
         self.write_kv(n)
         start, end = self.split_ranges()
         _split_stage1[(n, self.num_splits)](
-            self.q, self.k_flat, self.v_flat, self.block_table, self.seq_lens, start, end,
-            self.part_acc, self.part_ml, self.split_len, self.num_splits, self.block_table.stride(0), SCALE,
-            H=H, D=D, BS=self.bs, MAX_SPLITS=MAX_SPLITS, RANGE=self.RANGE,
+            self.q,
+            self.k_flat,
+            self.v_flat,
+            self.block_table,
+            self.seq_lens,
+            start,
+            end,
+            self.part_acc,
+            self.part_ml,
+            self.split_len,
+            self.num_splits,
+            self.block_table.stride(0),
+            SCALE,
+            H=H,
+            D=D,
+            BS=self.bs,
+            MAX_SPLITS=MAX_SPLITS,
+            RANGE=self.RANGE,
         )
         self.reset_acc(n)
         for s in range(self.num_splits):
-            _merge_split[(n,)](self.acc, self.part_ml, self.part_acc, s, self.num_splits, H=H, D=D, MAX_SPLITS=MAX_SPLITS)
+            _merge_split[(n,)](
+                self.acc, self.part_ml, self.part_acc, s, self.num_splits, H=H, D=D, MAX_SPLITS=MAX_SPLITS
+            )
         return self.acc[:n].reshape(n, H * D).clone()  # the output is the graph's own copy
 
 
@@ -147,9 +163,23 @@ class LazyZeroedAccumulator(SplitAccumulate):
 
 # -- a work counter (Triton persistent kernel, mixed batches) ---------------------------------
 @triton.jit
-def _persistent_varlen(q_ptr, k_ptr, v_ptr, bt_ptr, tok_req_ptr, tok_len_ptr, out_ptr, counter_ptr,
-                       num_rows, max_kv_blocks, bt_stride, scale,
-                       H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr):
+def _persistent_varlen(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    bt_ptr,
+    tok_req_ptr,
+    tok_len_ptr,
+    out_ptr,
+    counter_ptr,
+    num_rows,
+    max_kv_blocks,
+    bt_stride,
+    scale,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BS: tl.constexpr,
+):
     """A fixed number of programs; each takes the next token row from ``counter`` until none is left."""
     h = tl.arange(0, H)
     d = tl.arange(0, D)
@@ -176,8 +206,21 @@ class TileCounter(VarlenAttention):
     def attention(self) -> None:
         self.reset_counter()
         _persistent_varlen[(PROGRAMS,)](
-            self.q, self.k_flat, self.v_flat, self.block_table, self.token_req, self.tok_len, self.out, self.counter,
-            self.num_rows, self.max_kv_blocks, self.block_table.stride(0), SCALE, H=H, D=D, BS=self.bs,
+            self.q,
+            self.k_flat,
+            self.v_flat,
+            self.block_table,
+            self.token_req,
+            self.tok_len,
+            self.out,
+            self.counter,
+            self.num_rows,
+            self.max_kv_blocks,
+            self.block_table.stride(0),
+            SCALE,
+            H=H,
+            D=D,
+            BS=self.bs,
         )
 
 
@@ -196,4 +239,3 @@ class TileCounterInPrepare(TileCounter):
 
     def reset_counter(self) -> None:
         pass
-

@@ -33,7 +33,9 @@ def dead_inputs(cls: type, order: tuple[int, ...]) -> dict[int, list[str]]:
             t.prepare(cls.default_spec.worst_case_batch(size, seed=7))
             t.forward()  # warm-up
             graphs[size] = eng.capture(t.forward, pool=None, size=size)
-    return {s: [f"{b.dtype} {b.nbytes} B first used at {b.first_use}" for b in g.dead_inputs()] for s, g in graphs.items()}
+    return {
+        s: [f"{b.dtype} {b.nbytes} B first used at {b.first_use}" for b in g.dead_inputs()] for s, g in graphs.items()
+    }
 
 
 def main() -> None:

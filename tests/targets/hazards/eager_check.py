@@ -22,9 +22,8 @@ import torch  # noqa: E402
 import graphsafe  # noqa: E402
 from graphsafe import Batch, Support  # noqa: E402
 
-from . import EXPECTED, SAFE  # noqa: E402
-from . import paged_decode, spec_decode, state  # noqa: E402
-from ._common import D, H, reference_attention, token_rows, write_reference_kv  # noqa: E402
+from . import EXPECTED, SAFE, paged_decode, spec_decode, state  # noqa: E402  # noqa: E402
+from ._common import D, H, reference_attention, write_reference_kv  # noqa: E402
 
 
 def random_batch(spec, support, rng: random.Random, seed: int) -> Batch:

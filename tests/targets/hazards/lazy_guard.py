@@ -42,9 +42,9 @@ class TokenMetadataOnDevice(VarlenAttention):
         R, T = spec.max_reqs, self.max_tokens
         self.meta = torch.zeros(2 * R + 2 * T, dtype=torch.int32, device=self.device)
         self.req_query_lens = self.meta[:R]
-        self.req_seq_lens = self.meta[R:2 * R]
-        self.token_req = self.meta[2 * R:2 * R + T]
-        self.tok_len = self.meta[2 * R + T:]
+        self.req_seq_lens = self.meta[R : 2 * R]
+        self.token_req = self.meta[2 * R : 2 * R + T]
+        self.tok_len = self.meta[2 * R + T :]
         self.token_ids = torch.arange(T, device=self.device)
         self.tokens_built = False
 

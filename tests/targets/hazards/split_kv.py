@@ -24,7 +24,7 @@ import triton.language as tl  # noqa: E402
 import graphsafe  # noqa: E402
 from graphsafe import Batch, CaptureSpec, Support  # noqa: E402
 
-from ._common import D, H, SCALE, PagedTarget, padded_table, write_rows  # noqa: E402
+from ._common import SCALE, D, H, PagedTarget, padded_table, write_rows  # noqa: E402
 
 SPEC = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=16, block_size=4)
 MAX_SPLITS = 4
@@ -39,10 +39,26 @@ def split_plan(max_seq_len: int) -> tuple[int, int]:
 
 
 @triton.jit
-def _split_stage1(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, start_ptr, end_ptr, acc_ptr, ml_ptr,
-                  split_len, num_splits, bt_stride, scale,
-                  H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, MAX_SPLITS: tl.constexpr,
-                  RANGE: tl.constexpr):
+def _split_stage1(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    bt_ptr,
+    lens_ptr,
+    start_ptr,
+    end_ptr,
+    acc_ptr,
+    ml_ptr,
+    split_len,
+    num_splits,
+    bt_stride,
+    scale,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BS: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
+    RANGE: tl.constexpr,
+):
     # one program per (request, split), all heads at once
     # RANGE 0: split s covers [s * split_len, ...) with the host split_len
     # RANGE 1: split_len = cdiv(seq_len, num_splits), computed here per request
@@ -87,8 +103,7 @@ def _split_stage1(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, start_ptr, end_ptr, acc
 
 
 @triton.jit
-def _split_stage2(acc_ptr, ml_ptr, out_ptr, num_splits,
-                  H: tl.constexpr, D: tl.constexpr, MAX_SPLITS: tl.constexpr):
+def _split_stage2(acc_ptr, ml_ptr, out_ptr, num_splits, H: tl.constexpr, D: tl.constexpr, MAX_SPLITS: tl.constexpr):
     r = tl.program_id(0)
     h = tl.arange(0, H)
     d = tl.arange(0, D)
@@ -154,9 +169,24 @@ class SplitKVDecode(PagedTarget):
         self.write_kv(n)
         start, end = self.split_ranges()
         _split_stage1[(n, self.num_splits)](
-            self.q, self.k_flat, self.v_flat, self.block_table, self.seq_lens, start, end,
-            self.part_acc, self.part_ml, self.split_len, self.num_splits, self.block_table.stride(0), SCALE,
-            H=H, D=D, BS=self.bs, MAX_SPLITS=MAX_SPLITS, RANGE=self.RANGE,
+            self.q,
+            self.k_flat,
+            self.v_flat,
+            self.block_table,
+            self.seq_lens,
+            start,
+            end,
+            self.part_acc,
+            self.part_ml,
+            self.split_len,
+            self.num_splits,
+            self.block_table.stride(0),
+            SCALE,
+            H=H,
+            D=D,
+            BS=self.bs,
+            MAX_SPLITS=MAX_SPLITS,
+            RANGE=self.RANGE,
         )
         _split_stage2[(n,)](self.part_acc, self.part_ml, self.out, self.num_splits, H=H, D=D, MAX_SPLITS=MAX_SPLITS)
         return self.out[:n].reshape(n, H * D)
@@ -232,8 +262,9 @@ class PlannedSplitKV(SplitKVDecode):
     def split_ranges(self):
         st = self.state()
         if not st.have_plan:
-            _plan_splits[(self.num_slots,)](self.seq_lens, st.split_start, st.split_end, self.num_splits,
-                                            MAX_SPLITS=MAX_SPLITS)
+            _plan_splits[(self.num_slots,)](
+                self.seq_lens, st.split_start, st.split_end, self.num_splits, MAX_SPLITS=MAX_SPLITS
+            )
             st.have_plan = True
         return st.split_start, st.split_end
 

@@ -54,8 +54,12 @@ def run_one(cls: type, seed: int, examples: int) -> dict:
     try:
         r = graphsafe.check(cls, engine="emulate", examples=examples, database=False, seed=seed, timeout=7200)
     except Exception as e:  # noqa: BLE001 - a crash of the checker is a result too
-        return {"seed": seed, "error": f"{type(e).__name__}: {first_line(str(e))}",
-                "trace": traceback.format_exc()[-2000:], "seconds": time.perf_counter() - t0}
+        return {
+            "seed": seed,
+            "error": f"{type(e).__name__}: {first_line(str(e))}",
+            "trace": traceback.format_exc()[-2000:],
+            "seconds": time.perf_counter() - t0,
+        }
     findings = [
         {
             "kind": str(f.kind),
@@ -194,8 +198,12 @@ def main(argv=None) -> int:
         for cls in targets:
             res = survey_target(cls, seeds, args.examples)
             results.append(res)
-            print(f"# {res['target']}: " + "; ".join(
-                ",".join(r.get("kinds", [])) or r.get("error", "none") for r in res["runs"]), file=sys.stderr, flush=True)
+            print(
+                f"# {res['target']}: "
+                + "; ".join(",".join(r.get("kinds", [])) or r.get("error", "none") for r in res["runs"]),
+                file=sys.stderr,
+                flush=True,
+            )
     else:
         pending = list(targets)
         running: list[tuple[type, subprocess.Popen, float]] = []
@@ -204,8 +212,18 @@ def main(argv=None) -> int:
         while pending or running:
             while pending and len(running) < args.jobs:
                 cls = pending.pop(0)
-                cmd = [sys.executable, "-m", "tests.targets.hazards.survey", "--child", "--only", cls.__name__,
-                       "--examples", str(args.examples), "--seeds", ",".join(map(str, seeds)) + ","]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "tests.targets.hazards.survey",
+                    "--child",
+                    "--only",
+                    cls.__name__,
+                    "--examples",
+                    str(args.examples),
+                    "--seeds",
+                    ",".join(map(str, seeds)) + ",",
+                ]
                 p = subprocess.Popen(cmd, cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 running.append((cls, p, time.perf_counter()))
             time.sleep(1.0)
@@ -221,15 +239,24 @@ def main(argv=None) -> int:
                     out, err = p.communicate()
                     lines = [ln for ln in out.splitlines() if ln.startswith("SURVEY ")]
                     if lines:
-                        res = json.loads(lines[-1][len("SURVEY "):])
+                        res = json.loads(lines[-1][len("SURVEY ") :])
                     else:
                         msg = first_line(err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}")
-                        res = {"target": label(cls), "runs": [{"seed": s, "error": f"child failed: {msg}"} for s in seeds]}
+                        res = {
+                            "target": label(cls),
+                            "runs": [{"seed": s, "error": f"child failed: {msg}"} for s in seeds],
+                        }
                 running.remove(item)
                 done[label(cls)] = res
-                print(f"# {res['target']} done after {time.perf_counter() - started:.0f}s: " + "; ".join(
-                    ",".join(r.get("kinds", [])) or ("TIMEOUT" if r.get("timeout") else r.get("error", "none"))
-                    for r in res["runs"]), file=sys.stderr, flush=True)
+                print(
+                    f"# {res['target']} done after {time.perf_counter() - started:.0f}s: "
+                    + "; ".join(
+                        ",".join(r.get("kinds", [])) or ("TIMEOUT" if r.get("timeout") else r.get("error", "none"))
+                        for r in res["runs"]
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
         results = [done[label(c)] for c in targets]
 
     import torch

@@ -23,15 +23,28 @@ import triton.language as tl  # noqa: E402
 
 from graphsafe import Batch, CaptureSpec, Support  # noqa: E402
 
-from ._common import D, H, SCALE, PagedTarget, padded_table, token_rows, write_rows  # noqa: E402
+from ._common import SCALE, D, H, PagedTarget, padded_table, token_rows, write_rows  # noqa: E402
 
 SPEC = CaptureSpec(max_reqs=4, max_query_len=2, max_seq_len=16, block_size=8)
 NEG = tl.constexpr(-1e30)
 
 
 @triton.jit
-def _attend(q_ptr, k_ptr, v_ptr, bt_ptr, row, req, n_keys, max_kv_blocks, bt_stride, scale,
-            H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr):
+def _attend(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    bt_ptr,
+    row,
+    req,
+    n_keys,
+    max_kv_blocks,
+    bt_stride,
+    scale,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BS: tl.constexpr,
+):
     """Softmax attention of token ``row`` (all heads) over the first ``n_keys`` keys of ``req``."""
     h = tl.arange(0, H)
     d = tl.arange(0, D)
@@ -59,9 +72,23 @@ def _attend(q_ptr, k_ptr, v_ptr, bt_ptr, row, req, n_keys, max_kv_blocks, bt_str
 
 
 @triton.jit
-def _varlen_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, tok_req_ptr, tok_len_ptr, rows_ptr, out_ptr,
-                   max_kv_blocks, bt_stride, scale,
-                   H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, INDIRECT: tl.constexpr):
+def _varlen_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    bt_ptr,
+    tok_req_ptr,
+    tok_len_ptr,
+    rows_ptr,
+    out_ptr,
+    max_kv_blocks,
+    bt_stride,
+    scale,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BS: tl.constexpr,
+    INDIRECT: tl.constexpr,
+):
     """One program per token row (or per entry of ``rows`` when INDIRECT; entries < 0 are padding)."""
     i = tl.program_id(0)
     if INDIRECT:
@@ -81,9 +108,23 @@ def _varlen_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, tok_req_ptr, tok_len_ptr, rows_p
 
 
 @triton.jit
-def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, dec_req_ptr, dec_row_ptr, out_ptr,
-                   max_kv_blocks, bt_stride, scale,
-                   H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, INDIRECT: tl.constexpr):
+def _decode_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    bt_ptr,
+    seq_lens_ptr,
+    dec_req_ptr,
+    dec_row_ptr,
+    out_ptr,
+    max_kv_blocks,
+    bt_stride,
+    scale,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BS: tl.constexpr,
+    INDIRECT: tl.constexpr,
+):
     """One program per decode request: its single query token sees all ``seq_len`` keys.
 
     Without INDIRECT, program ``i`` is request ``i`` and token row ``i`` (a pure decode batch).
@@ -141,17 +182,40 @@ class VarlenAttention(PagedTarget):
 
     def launch_varlen(self, grid: int, rows=None) -> None:
         _varlen_kernel[(grid,)](
-            self.q, self.k_flat, self.v_flat, self.block_table, self.token_req, self.tok_len,
-            self.tok_len if rows is None else rows, self.out, self.max_kv_blocks, self.block_table.stride(0), SCALE,
-            H=H, D=D, BS=self.bs, INDIRECT=rows is not None,
+            self.q,
+            self.k_flat,
+            self.v_flat,
+            self.block_table,
+            self.token_req,
+            self.tok_len,
+            self.tok_len if rows is None else rows,
+            self.out,
+            self.max_kv_blocks,
+            self.block_table.stride(0),
+            SCALE,
+            H=H,
+            D=D,
+            BS=self.bs,
+            INDIRECT=rows is not None,
         )
 
     def launch_decode(self, grid: int, reqs=None, rows=None) -> None:
         _decode_kernel[(grid,)](
-            self.q, self.k_flat, self.v_flat, self.block_table, self.seq_lens,
-            self.seq_lens if reqs is None else reqs, self.seq_lens if rows is None else rows, self.out,
-            self.max_kv_blocks, self.block_table.stride(0), SCALE,
-            H=H, D=D, BS=self.bs, INDIRECT=rows is not None,
+            self.q,
+            self.k_flat,
+            self.v_flat,
+            self.block_table,
+            self.seq_lens,
+            self.seq_lens if reqs is None else reqs,
+            self.seq_lens if rows is None else rows,
+            self.out,
+            self.max_kv_blocks,
+            self.block_table.stride(0),
+            SCALE,
+            H=H,
+            D=D,
+            BS=self.bs,
+            INDIRECT=rows is not None,
         )
 
     def attention(self) -> None:

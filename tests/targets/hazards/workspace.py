@@ -13,9 +13,9 @@ use_interpreter()
 
 import torch  # noqa: E402
 
-from graphsafe import Batch, CaptureSpec, Support  # noqa: E402
+from graphsafe import Batch, CaptureSpec  # noqa: E402
 
-from ._common import D, H, SCALE  # noqa: E402
+from ._common import SCALE, D, H  # noqa: E402
 from .paged_decode import PagedDecode  # noqa: E402
 
 SPEC = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=16, block_size=4)

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 import graphsafe  # noqa: E402
 from graphsafe import Batch, CaptureSpec, Support  # noqa: E402
 
-from ._common import D, H, SCALE, PagedTarget, masked_softmax_attention, padded_table, token_rows, write_rows  # noqa: E402
+from ._common import SCALE, D, H, PagedTarget, masked_softmax_attention, padded_table, token_rows, write_rows  # noqa: E402
 from .paged_decode import PagedDecode  # noqa: E402
 from .split_kv import MAX_SPLITS, SplitKVDecode, _split_stage1, _split_stage2  # noqa: E402
 from .varlen import VarlenAttention, _varlen_kernel  # noqa: E402
@@ -142,9 +142,21 @@ class PingPongPackedVarlen(PingPongPackedStaging):
     def launch_varlen(self, grid: int, rows=None) -> None:
         token_req, tok_len = self.tok_meta[self.cur]
         _varlen_kernel[(grid,)](
-            self.q, self.k_flat, self.v_flat, self.block_table, token_req, tok_len, tok_len, self.out,
-            self.max_kv_blocks, self.block_table.stride(0), SCALE,
-            H=H, D=D, BS=self.bs, INDIRECT=False,
+            self.q,
+            self.k_flat,
+            self.v_flat,
+            self.block_table,
+            token_req,
+            tok_len,
+            tok_len,
+            self.out,
+            self.max_kv_blocks,
+            self.block_table.stride(0),
+            SCALE,
+            H=H,
+            D=D,
+            BS=self.bs,
+            INDIRECT=False,
         )
 
 
@@ -175,9 +187,24 @@ class PerSizeMetadata(SplitKVDecode):
         m = self.by_size[n]
         self.write_kv(n)
         _split_stage1[(n, self.num_splits)](
-            self.q, self.k_flat, self.v_flat, m.block_table, m.seq_lens, m.seq_lens, m.seq_lens,
-            self.part_acc, self.part_ml, self.split_len, self.num_splits, m.block_table.stride(0), SCALE,
-            H=H, D=D, BS=self.bs, MAX_SPLITS=MAX_SPLITS, RANGE=0,
+            self.q,
+            self.k_flat,
+            self.v_flat,
+            m.block_table,
+            m.seq_lens,
+            m.seq_lens,
+            m.seq_lens,
+            self.part_acc,
+            self.part_ml,
+            self.split_len,
+            self.num_splits,
+            m.block_table.stride(0),
+            SCALE,
+            H=H,
+            D=D,
+            BS=self.bs,
+            MAX_SPLITS=MAX_SPLITS,
+            RANGE=0,
         )
         _split_stage2[(n,)](self.part_acc, self.part_ml, self.out, self.num_splits, H=H, D=D, MAX_SPLITS=MAX_SPLITS)
         return self.out[:n].reshape(n, H * D)

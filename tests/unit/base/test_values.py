@@ -12,7 +12,7 @@ from ...conftest import needs_cuda
 def reference(numel: int, seed: int, i: torch.Tensor) -> torch.Tensor:
     """The documented formula at flat indices ``i``, by index arithmetic (on the CPU)."""
     p = min(max(SEEDED_POOL, 1 << ((numel // 16).bit_length() - 1)), SEEDED_POOL * 64)
-    half = 0.5 ** 0.5
+    half = 0.5**0.5
     a = seeded((p,), seed=derive_seed(seed, "a"), scale=half)
     b = seeded((p - 1,), seed=derive_seed(seed, "b"), scale=half)
     return a[(i + derive_seed(seed, "oa") % p) % p] + b[(i + derive_seed(seed, "ob") % (p - 1)) % (p - 1)]
@@ -37,8 +37,13 @@ def test_a_large_tensor_follows_the_formula_in_any_chunking():
 def test_a_larger_tensor_uses_longer_pools():
     numel = SEEDED_POOL * 64 + 5  # pools of 4 * SEEDED_POOL
     t = fill_seeded(torch.empty(numel), 7)
-    at = torch.cat([torch.arange(1000), torch.arange(SEEDED_POOL * 4 - 500, SEEDED_POOL * 4 + 500),
-                    torch.arange(numel - 1000, numel)])
+    at = torch.cat(
+        [
+            torch.arange(1000),
+            torch.arange(SEEDED_POOL * 4 - 500, SEEDED_POOL * 4 + 500),
+            torch.arange(numel - 1000, numel),
+        ]
+    )
     assert torch.equal(t[at], reference(numel, 7, at))
 
 

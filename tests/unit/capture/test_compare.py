@@ -61,8 +61,9 @@ def test_compare_many_passes_the_locator_to_the_detail():
 
 @settings(max_examples=60, deadline=None)
 @given(
-    values=st.lists(st.lists(st.sampled_from([0.0, 1.0, -2.5, float("nan")]), min_size=1, max_size=4),
-                    min_size=1, max_size=4),
+    values=st.lists(
+        st.lists(st.sampled_from([0.0, 1.0, -2.5, float("nan")]), min_size=1, max_size=4), min_size=1, max_size=4
+    ),
     flips=st.lists(st.booleans(), min_size=4, max_size=4),
     bitwise=st.booleans(),
 )
@@ -84,10 +85,14 @@ _VALUES = [0.0, -0.0, 1.0, -2.5, 1e-6, float("nan"), float("inf"), float("-inf")
 
 @settings(max_examples=80, deadline=None)
 @given(
-    data=st.lists(st.tuples(st.sampled_from([torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.bool]),
-                            st.lists(st.tuples(st.sampled_from(_VALUES), st.sampled_from(_VALUES + ["ulp"])),
-                                     min_size=1, max_size=5)),
-                  min_size=1, max_size=5),
+    data=st.lists(
+        st.tuples(
+            st.sampled_from([torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.bool]),
+            st.lists(st.tuples(st.sampled_from(_VALUES), st.sampled_from(_VALUES + ["ulp"])), min_size=1, max_size=5),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
     bitwise=st.booleans(),
 )
 def test_pairs_joined_into_one_comparison_get_the_verdicts_of_pairs_compared_alone(monkeypatch_module, data, bitwise):
@@ -113,16 +118,22 @@ def test_pairs_joined_into_one_comparison_get_the_verdicts_of_pairs_compared_alo
 def test_identical_says_true_only_when_a_bitwise_comparison_finds_nothing():
     a = [torch.tensor([1.0, -0.0, 3.0]), torch.arange(4)]
     assert compare_module.identical(a, [t.clone() for t in a])
-    assert compare_module.identical([torch.tensor([0.0])], [torch.tensor([-0.0])])  # equal values, as the bitwise test has it
+    assert compare_module.identical(
+        [torch.tensor([0.0])], [torch.tensor([-0.0])]
+    )  # equal values, as the bitwise test has it
     assert not compare_module.compare_many([("x", torch.tensor([0.0]), torch.tensor([-0.0]), None)], bitwise=True)
 
 
-@pytest.mark.parametrize("other", [
-    [torch.tensor([1.0, 2.0, 4.0])],            # a value differs
-    [torch.tensor([1.0, 2.0])],                 # a shape differs
-    [torch.tensor([1, 2, 3])],                  # a dtype differs
-    [torch.tensor([1.0, 2.0, 3.0])] * 2,        # a tensor more
-], ids=["value", "shape", "dtype", "count"])
+@pytest.mark.parametrize(
+    "other",
+    [
+        [torch.tensor([1.0, 2.0, 4.0])],  # a value differs
+        [torch.tensor([1.0, 2.0])],  # a shape differs
+        [torch.tensor([1, 2, 3])],  # a dtype differs
+        [torch.tensor([1.0, 2.0, 3.0])] * 2,  # a tensor more
+    ],
+    ids=["value", "shape", "dtype", "count"],
+)
 def test_identical_says_false_for_any_difference(other):
     assert not compare_module.identical([torch.tensor([1.0, 2.0, 3.0])], other)
 

@@ -37,9 +37,15 @@ def _pair(dtype, values, changes):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NaN and inf arithmetic in the interpreter
 @settings(max_examples=40, deadline=None)
-@given(dtype=st.sampled_from(FLOATS), bitwise=st.booleans(),
-       data=st.lists(st.tuples(st.one_of(st.sampled_from(SPECIAL), st.floats(-1e4, 1e4, width=32)),
-                               st.sampled_from(CHANGES)), min_size=1, max_size=40))
+@given(
+    dtype=st.sampled_from(FLOATS),
+    bitwise=st.booleans(),
+    data=st.lists(
+        st.tuples(st.one_of(st.sampled_from(SPECIAL), st.floats(-1e4, 1e4, width=32)), st.sampled_from(CHANGES)),
+        min_size=1,
+        max_size=40,
+    ),
+)
 def test_the_count_is_the_number_of_elements_the_torch_comparison_finds_not_close(dtype, bitwise, data):
     g, e = _pair(dtype, [v for v, _ in data], [c for _, c in data])
     r, a = tolerances(dtype)
@@ -52,8 +58,9 @@ def test_integers_and_booleans_are_compared_exactly():
     other = ints.clone()
     other[[7, 2999]] += 1
     flags = torch.tensor([True, False, True], device=DEVICE)
-    counts = gpu_verdict.count_bad([(ints, other, 0.0, 0.0, False), (ints, ints.clone(), 0.0, 0.0, False),
-                                    (flags, ~flags, 0.0, 0.0, False)])
+    counts = gpu_verdict.count_bad(
+        [(ints, other, 0.0, 0.0, False), (ints, ints.clone(), 0.0, 0.0, False), (flags, ~flags, 0.0, 0.0, False)]
+    )
     assert counts.tolist() == [2, 0, 3]
 
 
@@ -62,7 +69,7 @@ def test_more_pairs_than_one_launch_takes_are_each_counted_in_their_own_slot():
     for k in range(2 * gpu_verdict.GROUP + 1):  # three launches; pair 2 is empty, pair k has k bad elements
         g = torch.zeros(0 if k == 2 else 100 + 700 * k, device=DEVICE)
         e = g.clone()
-        e[:k if k != 2 else 0] = 1.0
+        e[: k if k != 2 else 0] = 1.0
         pairs.append((g, e, 1e-5, 1e-5, k % 2 == 1))
     assert gpu_verdict.count_bad(pairs).tolist() == [0, 1, 0] + list(range(3, 2 * gpu_verdict.GROUP + 1))
 
@@ -73,7 +80,7 @@ def test_a_launch_of_any_number_of_pairs_up_to_a_group_counts_each_in_its_own_sl
     for k in range(n):  # pair k has k + 1 elements not close, at its far end
         g = torch.zeros(2000 + 500 * k, device=DEVICE)
         e = g.clone()
-        e[-(k + 1):] = 1.0
+        e[-(k + 1) :] = 1.0
         pairs.append((g, e, 1e-5, 1e-5, False))
     assert gpu_verdict.count_bad(pairs).tolist() == list(range(1, n + 1))
 
@@ -91,8 +98,11 @@ def test_verdicts_on_a_gpu_agree_with_the_pair_by_pair_comparison():
     near = g + 1e-7
     far = g.clone()
     far[3, 1] = float("nan")
-    items = [(g, near, *tolerances(g.dtype), None), (g, far, *tolerances(g.dtype), None),
-             (g, g.clone(), *tolerances(g.dtype), torch.tensor([0, 2], device="cuda"))]
+    items = [
+        (g, near, *tolerances(g.dtype), None),
+        (g, far, *tolerances(g.dtype), None),
+        (g, g.clone(), *tolerances(g.dtype), torch.tensor([0, 2], device="cuda")),
+    ]
     assert verdicts(items) == [True, False, True]
     assert verdicts(items, bitwise=True) == [False, False, True]
 

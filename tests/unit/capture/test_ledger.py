@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from graphsafe.capture.regions import byte_region, region_name, written_args
 from graphsafe.capture.ledger import prepare_calls
+from graphsafe.capture.regions import byte_region, region_name, written_args
 from graphsafe.capture.statewalk import byte_view, storage_key
 from graphsafe.engines.recording import Launch, TensorArg
 
@@ -118,8 +118,13 @@ def test_the_walk_names_a_dataclasss_fields_and_its_other_attributes_each_once()
     t.again = shared  # a tensor under two paths: named under each
     t.extra_on_meta = t.meta  # one object under two paths: walked once
     t.meta.note = torch.full((1,), 7.0)  # an attribute outside the dataclass's fields
-    assert [p for p, _ in walk(t)] == ["self.meta.a", "self.meta.b[0]", "self.meta.b[1]['k']", "self.meta.note",
-                                       "self.again"]
+    assert [p for p, _ in walk(t)] == [
+        "self.meta.a",
+        "self.meta.b[0]",
+        "self.meta.b[1]['k']",
+        "self.meta.note",
+        "self.again",
+    ]
 
 
 def _zoo():

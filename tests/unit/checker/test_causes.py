@@ -5,8 +5,14 @@ from graphsafe.checker.causes import group_by_cause
 
 
 def finding(kind: FindingKind, where: str, cause: str = "", examples: int = 1, severity: str = "error") -> Finding:
-    return Finding(kind=kind, message=f"{kind.value} at {where}", where=where, cause=cause,
-                   examples_to_find=examples, severity=severity)
+    return Finding(
+        kind=kind,
+        message=f"{kind.value} at {where}",
+        where=where,
+        cause=cause,
+        examples_to_find=examples,
+        severity=severity,
+    )
 
 
 def test_findings_of_one_buffer_become_one_finding_of_the_most_specific_kind():
@@ -14,8 +20,14 @@ def test_findings_of_one_buffer_become_one_finding_of_the_most_specific_kind():
     unpersisted = finding(FindingKind.UNPERSISTED_METADATA, "self.meta.kv", "buffer:self.meta.kv", examples=1)
     [one] = group_by_cause([unpersisted, stale])
     assert one.kind == FindingKind.STALE_POINTER
-    assert one.details["evidence"] == [{"kind": "unpersisted-metadata", "where": "self.meta.kv",
-                                        "message": "unpersisted-metadata at self.meta.kv", "capture_policy": ""}]
+    assert one.details["evidence"] == [
+        {
+            "kind": "unpersisted-metadata",
+            "where": "self.meta.kv",
+            "message": "unpersisted-metadata at self.meta.kv",
+            "capture_policy": "",
+        }
+    ]
 
 
 def test_two_causes_stay_two_findings():

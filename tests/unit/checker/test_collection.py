@@ -41,8 +41,9 @@ def test_a_phases_target_instances_are_collected_before_the_check_returns():
     gc.unfreeze()
     gc.disable()  # no automatic collection: only the check's own
     try:
-        assert graphsafe.check(Cyclic, engine="emulate", device="cpu", examples=4, seed=0, database=False,
-                               capture=("worst", "minimal")).ok
+        assert graphsafe.check(
+            Cyclic, engine="emulate", device="cpu", examples=4, seed=0, database=False, capture=("worst", "minimal")
+        ).ok
         alive = sum(r() is not None for r in made)
     finally:
         gc.enable()

@@ -24,7 +24,9 @@ def test_minimal_capture_is_single_token_and_shortest_sequence_but_uniform_batch
 
 def test_ascending_is_the_worst_case_captured_smallest_first():
     assert POLICIES["ascending"].ascending and not POLICIES["worst"].ascending
-    assert POLICIES["ascending"].batch_for(SPEC, Support.ALWAYS, 2) == POLICIES["worst"].batch_for(SPEC, Support.ALWAYS, 2)
+    assert POLICIES["ascending"].batch_for(SPEC, Support.ALWAYS, 2) == POLICIES["worst"].batch_for(
+        SPEC, Support.ALWAYS, 2
+    )
 
 
 def test_explore_is_the_default_and_names_every_policy():
@@ -55,9 +57,15 @@ def test_phases_share_exactly_the_examples_asked_for():
 
 
 def test_with_few_examples_the_policies_that_matter_most_run():
-    assert [(p.policy.name, p.examples) for p in phases(resolve_capture("explore"), 2)] == [("worst", 1), ("minimal", 1)]
+    assert [(p.policy.name, p.examples) for p in phases(resolve_capture("explore"), 2)] == [
+        ("worst", 1),
+        ("minimal", 1),
+    ]
     assert [(p.policy.name, p.examples) for p in phases(resolve_capture("explore"), 3)] == [
-        ("worst", 1), ("minimal", 1), ("drawn", 1)]
+        ("worst", 1),
+        ("minimal", 1),
+        ("drawn", 1),
+    ]
     assert [p.examples for p in phases(resolve_capture("minimal"), 7)] == [7]
 
 

@@ -12,8 +12,11 @@ from tests.subprocesses import REPO, env_with_repo
 
 TRITON = tuple(int(x) for x in version("triton").split(".")[:2])
 #: graphsafe's emulator needs Triton's interpreter at 3.7 or later (README, "The CPU emulator")
-needs_interpreter = pytest.mark.skipif(TRITON < (3, 7), reason=f"the Triton interpreter runs the reference kernels "
-                                                               f"from triton 3.7 on; this machine has {version('triton')}")
+needs_interpreter = pytest.mark.skipif(
+    TRITON < (3, 7),
+    reason=f"the Triton interpreter runs the reference kernels "
+    f"from triton 3.7 on; this machine has {version('triton')}",
+)
 
 # Runs in a fresh process (the interpreter must be chosen before kernels are defined, and the speed-up
 # cannot be taken back): the reference kernels' outputs for the worst-case and the minimal capture
@@ -29,7 +32,7 @@ from graphsafe.capture.policies import POLICIES
 from graphsafe.capture.statics import randomise_static
 from graphsafe.checker import resolve_target
 from graphsafe.engines.base import as_outputs
-from strategies._encoded import Layout
+from graphsafe.strategies._encoded import Layout
 
 digest = hashlib.sha256()
 for name in sys.argv[2:]:
@@ -52,8 +55,14 @@ NAMES = ["triton_mla", "triton_mla:nan_padding", "mla_indexer", "flex", "flashml
 
 
 def _digest(mode: str) -> str:
-    proc = subprocess.run([sys.executable, "-c", FORWARDS, mode, *NAMES], cwd=REPO, env=env_with_repo(),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", FORWARDS, mode, *NAMES],
+        cwd=REPO,
+        env=env_with_repo(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout.strip()
 
@@ -64,8 +73,18 @@ def test_the_reference_kernels_give_the_same_bytes_with_and_without_the_faster_i
 
 
 def test_the_faster_interpreter_installs_on_this_triton():
-    proc = subprocess.run([sys.executable, "-c", "from graphsafe.engines.triton_env import use_interpreter;"
-                           "use_interpreter(force=True);"
-                           "from graphsafe.engines.emulate import fast_interpreter; print(fast_interpreter())"],
-                          cwd=REPO, env=env_with_repo(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from graphsafe.engines.triton_env import use_interpreter;"
+            "use_interpreter(force=True);"
+            "from graphsafe.engines.emulate import fast_interpreter; print(fast_interpreter())",
+        ],
+        cwd=REPO,
+        env=env_with_repo(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.stdout.strip() == "True", proc.stderr[-2000:]

@@ -80,18 +80,31 @@ def test_cuda_graph_mode_copies_into_the_fixed_buffers_and_the_default_mode_rebi
 
 def test_the_stand_in_refuses_another_batch_size_in_cuda_graph_mode_as_flashinfer_does():
     ws = torch.zeros(1 << 16, dtype=torch.uint8)
-    w = standin.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_cuda_graph=True,
-                                                   paged_kv_indptr_buffer=torch.zeros(3, dtype=torch.int32),
-                                                   paged_kv_indices_buffer=torch.zeros(4, dtype=torch.int32),
-                                                   paged_kv_last_page_len_buffer=torch.zeros(2, dtype=torch.int32))
+    w = standin.BatchDecodeWithPagedKVCacheWrapper(
+        ws,
+        "NHD",
+        use_cuda_graph=True,
+        paged_kv_indptr_buffer=torch.zeros(3, dtype=torch.int32),
+        paged_kv_indices_buffer=torch.zeros(4, dtype=torch.int32),
+        paged_kv_last_page_len_buffer=torch.zeros(2, dtype=torch.int32),
+    )
     with pytest.raises(ValueError, match="batch size should be fixed"):
-        w.plan(torch.tensor([0, 1], dtype=torch.int32), torch.tensor([1], dtype=torch.int32),
-               torch.tensor([1], dtype=torch.int32), 8, 2, 16, 16)
+        w.plan(
+            torch.tensor([0, 1], dtype=torch.int32),
+            torch.tensor([1], dtype=torch.int32),
+            torch.tensor([1], dtype=torch.int32),
+            8,
+            2,
+            16,
+            16,
+        )
 
 
 def test_flashinfer_targets_resolve_by_name_without_importing_flashinfer():
-    code = ("import sys, graphsafe.checker; cls = graphsafe.checker.lookup('flashinfer:mla:mixed_batches'); "
-            "print(cls.__name__, 'flashinfer' in sys.modules)")
+    code = (
+        "import sys, graphsafe.checker; cls = graphsafe.checker.lookup('flashinfer:mla:mixed_batches'); "
+        "print(cls.__name__, 'flashinfer' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["MLAMixedBatches", "False"]
 

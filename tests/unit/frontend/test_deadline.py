@@ -34,6 +34,7 @@ def test_a_deadline_that_falls_inside_an_import_waits_for_the_import_to_finish(t
     with pytest.raises(TargetTimeout) as info:
         with deadline(0.2, "importer"):
             import slow_to_import  # noqa: F401
+
             spin()
     assert sys.modules["slow_to_import"].DONE, "the import ran to its end"
     assert info.value.where.endswith(" in spin"), "the deadline stopped the hang after the import, not the import"

@@ -25,7 +25,11 @@ def no_ci(monkeypatch):
 def test_check_options_take_their_defaults_from_the_defaults_module():
     opts = CheckOptions()
     assert (opts.engine, opts.examples, opts.steps, opts.capture) == (
-        defaults.ENGINE, defaults.EXAMPLES, defaults.STEPS, defaults.CAPTURE)
+        defaults.ENGINE,
+        defaults.EXAMPLES,
+        defaults.STEPS,
+        defaults.CAPTURE,
+    )
     assert o.RunOptions().timeout == defaults.TIMEOUT_S
 
 
@@ -34,12 +38,15 @@ def test_the_api_signature_leaves_every_default_to_the_resolver():
     assert all(p.default is None for name, p in params.items() if name != "target")
 
 
-@pytest.mark.parametrize("front, isolate, profile, examples", [
-    ("api", "none", None, defaults.EXAMPLES),
-    ("audit", "none", None, defaults.AUDIT_EXAMPLES),
-    ("plugin", "target", "graphsafe-fast", defaults.PROFILES["fast"][1]),
-    ("fixture", "none", "graphsafe-fast", defaults.PROFILES["fast"][1]),
-])
+@pytest.mark.parametrize(
+    "front, isolate, profile, examples",
+    [
+        ("api", "none", None, defaults.EXAMPLES),
+        ("audit", "none", None, defaults.AUDIT_EXAMPLES),
+        ("plugin", "target", "graphsafe-fast", defaults.PROFILES["fast"][1]),
+        ("fixture", "none", "graphsafe-fast", defaults.PROFILES["fast"][1]),
+    ],
+)
 def test_each_front_end_fills_in_what_the_user_did_not_say(front, isolate, profile, examples):
     r = resolve({}, front)
     assert (r.run.isolate, r.run.profile, r.check.examples, r.examples_given) == (isolate, profile, examples, False)
@@ -66,7 +73,12 @@ def test_the_command_line_isolates_where_checks_run_on_cuda(front, monkeypatch):
 def test_text_is_parsed_and_named_as_the_user_wrote_it():
     r = resolve(text(steps="3", capture_sizes="4,1,1", probes="lazy-init", timeout="9.5", seed="0"), "cli")
     assert (r.check.steps, r.check.capture_sizes, r.check.probes, r.run.timeout, r.check.seed) == (
-        3, (1, 4), ("lazy-init",), 9.5, 0)
+        3,
+        (1, 4),
+        ("lazy-init",),
+        9.5,
+        0,
+    )
     with pytest.raises(UsageError, match="^--steps: expected an integer, got 'x'$"):
         resolve(text(steps="x"), "cli")
     with pytest.raises(UsageError, match="^ini graphsafe_profile: unknown profile 'slow'"):

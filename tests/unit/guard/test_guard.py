@@ -168,7 +168,9 @@ def test_the_guard_keeps_no_captured_storage_alive():
     assert weak.expired()
     with pytest.raises(GuardError) as e:
         guard.before_replay(1)
-    assert e.value.finding.kind == FindingKind.STALE_POINTER and "self.buf no longer resolves" in e.value.finding.message
+    assert (
+        e.value.finding.kind == FindingKind.STALE_POINTER and "self.buf no longer resolves" in e.value.finding.message
+    )
 
 
 def test_the_guard_adds_no_reference_on_the_emulator():
@@ -213,8 +215,14 @@ def test_skipped_replays_allocate_nothing():
 
 
 def test_log_mode_logs_each_finding_once_and_writes_its_report(tmp_path, caplog):
-    t, graphs, guard = captured(S.FreshLens, "emulate", mode="strict", on_failure="log", report_dir=tmp_path,
-                                target="tests.targets.synthetic:FreshLens")
+    t, graphs, guard = captured(
+        S.FreshLens,
+        "emulate",
+        mode="strict",
+        on_failure="log",
+        report_dir=tmp_path,
+        target="tests.targets.synthetic:FreshLens",
+    )
     t.prepare(SMALL.padded(4))
     with caplog.at_level(logging.ERROR, logger="graphsafe.guard"):
         guard.before_replay(4)

@@ -23,8 +23,8 @@ import torch
 
 import graphsafe
 from graphsafe import Batch, CaptureSpec, Support, derive_seed, seeded
-from graphsafe.engines.triton_env import interpreter_active
 from graphsafe.contract import emulated_capture
+from graphsafe.engines.triton_env import interpreter_active
 from graphsafe.reference import BUGGY, FIXED, REGISTRY, names, resolve
 from graphsafe.reference.flex import document_ids
 

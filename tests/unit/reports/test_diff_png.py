@@ -75,8 +75,7 @@ def test_the_legend_names_the_nan_colour_and_the_padded_band():
 
 def test_many_rows_get_a_readable_subset_of_labels():
     values = [[float(i)] for i in range(120)]
-    ax = heatmap.draw({"values": values, "rows": [f"r{i}t0" for i in range(120)], "padded_rows": 0,
-                       "col_step": 1}).axes
+    ax = heatmap.draw({"values": values, "rows": [f"r{i}t0" for i in range(120)], "padded_rows": 0, "col_step": 1}).axes
     labels = _texts(ax.get_yticklabels())
     assert 20 <= len(labels) <= heatmap.MAX_TICKS and labels[:2] == ["r0t0", "r3t0"]
 
@@ -113,8 +112,14 @@ def test_the_same_data_gives_the_same_bytes_in_another_process():
     import hashlib
 
     here = hashlib.sha256(heatmap.render_png(HEATMAP, title="stale-padding")).hexdigest()
-    proc = subprocess.run([sys.executable, "-c", SAME_BYTES.format(repo=str(REPO))], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, env={**__import__("os").environ, "PYTHONHASHSEED": "123"})
+    proc = subprocess.run(
+        [sys.executable, "-c", SAME_BYTES.format(repo=str(REPO))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONHASHSEED": "123"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == here
     assert heatmap.render_png({**HEATMAP, "padded_rows": 4}) != heatmap.render_png(HEATMAP)  # the data counts
@@ -128,14 +133,27 @@ def _ctx(graph_cache: torch.Tensor, eager_cache: torch.Tensor, out_diff: float =
     """Just what diagnose.heatmap reads: a step of 2 requests owning blocks 1 and 2 (block 4 unowned)."""
     batch = Batch(query_lens=(1, 1), seq_lens=(3, 4), block_table=((1,), (2,)), seed=5)
     out = torch.ones(2, 8)
-    mism = [Mismatch("static['kv_cache']", 2, graph_cache.numel(), 1.5, 1.0,
-                     [{"index": [4, 0, 0], "block": 4, "request": -1, "token_block": -1}])]
+    mism = [
+        Mismatch(
+            "static['kv_cache']",
+            2,
+            graph_cache.numel(),
+            1.5,
+            1.0,
+            [{"index": [4, 0, 0], "block": 4, "request": -1, "token_block": -1}],
+        )
+    ]
     if out_diff:
         mism.insert(0, Mismatch("output[0]", 1, 16, out_diff, 1.0, []))
     return SimpleNamespace(
-        mismatches=mism, graph_static={"kv_cache": graph_cache}, eager_static={"kv_cache": eager_cache},
-        spec=SPEC, batch=batch, graph=SimpleNamespace(outputs=[torch.ones(4, 8)]),
-        graph_live=[out + out_diff], eager_live=[out],
+        mismatches=mism,
+        graph_static={"kv_cache": graph_cache},
+        eager_static={"kv_cache": eager_cache},
+        spec=SPEC,
+        batch=batch,
+        graph=SimpleNamespace(outputs=[torch.ones(4, 8)]),
+        graph_live=[out + out_diff],
+        eager_live=[out],
     )
 
 
@@ -176,9 +194,15 @@ def test_static_only_difference_draws_the_static_tensor_not_a_blank():
     data = jsonio.loads(jsonio.dumps({"h": heatmap_data(_ctx(*_caches()))}))["h"]  # as finding.json holds it
     picture = heatmap.draw(data, title="stale-padding")
     title = picture.axes.get_title()
-    assert "of static['kv_cache'] per KV block" in title and "largest finite 1.5" in title and "static state differs" in title
+    assert (
+        "of static['kv_cache'] per KV block" in title
+        and "largest finite 1.5" in title
+        and "static state differs" in title
+    )
     image = _rgb(picture.png)
-    assert image.getpixel(picture.cell_centre(4, 2)) == heatmap.MAX_COLOUR  # the stale write (block 4, column 2), dark red
+    assert (
+        image.getpixel(picture.cell_centre(4, 2)) == heatmap.MAX_COLOUR
+    )  # the stale write (block 4, column 2), dark red
     assert image.getpixel(picture.cell_centre(2, 1)) == heatmap.NAN_COLOUR
     assert image.getpixel(picture.cell_centre(1, 0)) == heatmap.ZERO_COLOUR
     assert _texts(picture.axes.get_yticklabels())[4] == "b4 none"
@@ -225,8 +249,9 @@ class PaddedCacheWrite(graphsafe.Target):
 
 
 def test_a_real_static_only_finding_draws_the_kv_cache(tmp_path):
-    result = graphsafe.check(PaddedCacheWrite, engine="emulate", examples=30, seed=0, database=False,
-                             report_dir=tmp_path)
+    result = graphsafe.check(
+        PaddedCacheWrite, engine="emulate", examples=30, seed=0, database=False, report_dir=tmp_path
+    )
     (f,) = result.findings
     assert f.kind == FindingKind.STALE_PADDING, result.summary()
     assert [m.tensor for m in f.mismatches] == ["static['kv_cache']"]
@@ -234,4 +259,5 @@ def test_a_real_static_only_finding_draws_the_kv_cache(tmp_path):
     assert heatmap.finite_max(f.heatmap["values"]) > 0 or heatmap.describe(f.heatmap)["nonfinite"]
     assert "per KV block" in heatmap.draw(f.heatmap).axes.get_title()
     assert (Path(f.report_dir) / "diff.png").read_bytes() == heatmap.render_png(
-        jsonio.read_data(f.report_dir)["heatmap"], title="stale-padding")
+        jsonio.read_data(f.report_dir)["heatmap"], title="stale-padding"
+    )

@@ -28,8 +28,9 @@ TARGET = "backend.attn:FlashBackend"  # make_finding's target
 
 
 def _result(*findings, probes=tuple(PROBES), calls=5, target=TARGET) -> CheckResult:
-    return CheckResult(target=target, engine="emulate", spec=SPEC, probes=tuple(probes), findings=list(findings),
-                       calls=calls)
+    return CheckResult(
+        target=target, engine="emulate", spec=SPEC, probes=tuple(probes), findings=list(findings), calls=calls
+    )
 
 
 def _snapshot(path: Path) -> dict[str, tuple[bytes, int, int]]:
@@ -145,7 +146,8 @@ def test_a_check_after_the_fix_removes_the_report_of_the_fixed_bug(tmp_path, mon
     assert fixed.ok, fixed.summary()
     assert not report.exists()
     assert [n for n in fixed.notes if n.startswith("removed stale report")] == [
-        f"removed stale report {display_path(report)}: not found by this run"]
+        f"removed stale report {display_path(report)}: not found by this run"
+    ]
 
 
 # == re-running ================================================================================
@@ -154,13 +156,25 @@ def test_an_equivalent_rewrite_leaves_every_file_untouched(tmp_path, monkeypatch
     path = graphsafe.reports.write_report(first, tmp_path)
     before = _snapshot(path)
     again = make_finding(
-        FindingKind.STALE_POINTER, seconds_to_find=9.5, examples_to_find=1,  # another search effort
+        FindingKind.STALE_POINTER,
+        seconds_to_find=9.5,
+        examples_to_find=1,  # another search effort
         message=first.message.replace("0x7f0010", "0x55aa00").replace("0x7f0400", "0x55ab00"),  # other addresses
         details={"dead": [{**first.details["dead"][0], "address": "0x55aa00"}]},
     )
-    monkeypatch.setattr(environment, "environment", lambda: {  # another machine's versions
-        "python": "3.99.0", "torch": "9.9.9", "triton": None, "graphsafe": "9.9", "cuda": None,
-        "gpu": "none (CPU)", "platform": "elsewhere"})
+    monkeypatch.setattr(
+        environment,
+        "environment",
+        lambda: {  # another machine's versions
+            "python": "3.99.0",
+            "torch": "9.9.9",
+            "triton": None,
+            "graphsafe": "9.9",
+            "cuda": None,
+            "gpu": "none (CPU)",
+            "platform": "elsewhere",
+        },
+    )
     assert graphsafe.reports.write_report(again, tmp_path) == path
     assert _snapshot(path) == before
     assert leftovers(path.parent) == []
@@ -191,15 +205,21 @@ def test_a_report_missing_a_file_is_rewritten_whole(tmp_path):
 
 VOLATILE = {  # "file: what" -> two texts that differ only in what a rerun may change
     "report.md: search effort": [
-        "**Found after:** 7 example(s) (1.2 s)  \n", "**Found after:** 1 example(s) (30.5 s)  \n"],
+        "**Found after:** 7 example(s) (1.2 s)  \n",
+        "**Found after:** 1 example(s) (30.5 s)  \n",
+    ],
     "report.md: environment": [
-        "## Environment\n\n| torch | 2.13 |\n\n## How to fix\n", "## Environment\n\n| torch | 2.14 |\n\n## How to fix\n"],
+        "## Environment\n\n| torch | 2.13 |\n\n## How to fix\n",
+        "## Environment\n\n| torch | 2.14 |\n\n## How to fix\n",
+    ],
     "repro.py: version, paths": [
         "# Written by graphsafe 0.1.0.\npython /home/a/reports/x/repro.py\n",
-        "# Written by graphsafe 0.2.0.\npython /tmp/b/reports/x/repro.py\n"],
+        "# Written by graphsafe 0.2.0.\npython /tmp/b/reports/x/repro.py\n",
+    ],
     "finding.json: addresses, search effort": [
         '{"message": "at 0x7f00", "seconds_to_find": 1.0, "examples_to_find": 3}',
-        '{"message": "at 0x1234", "seconds_to_find": 2.0, "examples_to_find": 1}'],
+        '{"message": "at 0x1234", "seconds_to_find": 2.0, "examples_to_find": 1}',
+    ],
 }
 MEANINGFUL = {  # "file: what" -> two texts that say different things
     "report.md: where": ["**Where:** `self.a`\n## How to fix\n", "**Where:** `self.b`\n## How to fix\n"],
@@ -219,8 +239,9 @@ def test_what_counts_as_volatile(name, same):
 
 def test_rerunning_the_same_check_leaves_the_report_untouched(tmp_path):
     def check():
-        return graphsafe.check(plain_torch.Fresh, engine="emulate", examples=10, seed=0, database=False,
-                               report_dir=tmp_path)
+        return graphsafe.check(
+            plain_torch.Fresh, engine="emulate", examples=10, seed=0, database=False, report_dir=tmp_path
+        )
 
     first = check()
     path = Path(first.findings[0].report_dir)

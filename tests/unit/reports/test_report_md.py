@@ -15,12 +15,25 @@ import graphsafe
 from graphsafe import FindingKind, Mismatch
 from graphsafe.reports import markdown
 from tests.targets import plain_torch
-from tests.unit.reports.test_reports import OUTPUT_MISMATCH, STATIC_MISMATCH, STEPS, make_finding, write
+from tests.unit.reports.test_reports import OUTPUT_MISMATCH, STATIC_MISMATCH, STEPS, write
 
 UNOWNED = Mismatch(
-    tensor="static['kv_cache']", count=352, total=8704, max_abs=0.75, max_rel=3.0,
-    first=[{"index": [4, 14, 0], "graph": -0.45, "eager": -0.38, "block": 4, "request": -1, "token_block": -1,
-            "first_token": -1}],
+    tensor="static['kv_cache']",
+    count=352,
+    total=8704,
+    max_abs=0.75,
+    max_rel=3.0,
+    first=[
+        {
+            "index": [4, 14, 0],
+            "graph": -0.45,
+            "eager": -0.38,
+            "block": 4,
+            "request": -1,
+            "token_block": -1,
+            "first_token": -1,
+        }
+    ],
 )
 
 
@@ -35,14 +48,15 @@ def test_request_minus_one_is_explained_under_the_table(tmp_path):
 
 
 def test_no_explanation_when_every_block_has_an_owner(tmp_path):
-    md = (write(FindingKind.REPLAY_MISMATCH, tmp_path, mismatches=[OUTPUT_MISMATCH, STATIC_MISMATCH])
-          / "report.md").read_text()
+    md = (
+        write(FindingKind.REPLAY_MISMATCH, tmp_path, mismatches=[OUTPUT_MISMATCH, STATIC_MISMATCH]) / "report.md"
+    ).read_text()
     assert markdown.UNOWNED_NOTE not in md
 
 
 # == capture sizes, once =======================================================================
 def _capture_section(md: str) -> str:
-    return md[md.index("## Capture"):md.index("## Steps")]
+    return md[md.index("## Capture") : md.index("## Steps")]
 
 
 def test_capture_sizes_appear_once_as_the_sizes_captured(tmp_path):
@@ -69,8 +83,9 @@ class RaisesOnShortSequences(plain_torch.Safe):
 
 
 def test_a_target_error_marks_its_failing_step(tmp_path):
-    result = graphsafe.check(RaisesOnShortSequences, engine="emulate", examples=20, seed=0, database=False,
-                             report_dir=tmp_path)
+    result = graphsafe.check(
+        RaisesOnShortSequences, engine="emulate", examples=20, seed=0, database=False, report_dir=tmp_path
+    )
     (f,) = result.findings
     assert f.kind == FindingKind.TARGET_ERROR, result.summary()
     assert f.batches and f.step == len(f.batches) - 1

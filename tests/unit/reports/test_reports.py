@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import io
 import json
 import math
 import os
 import pickle
 import shutil
-import io
 import struct
 import subprocess
 import sys
@@ -27,15 +27,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from PIL import Image  # matplotlib's own image library: decodes what diff.png holds
 
 import graphsafe
-from tests.targets import plain_torch as torch_targets
-from tests.subprocesses import REPO
-from graphsafe import Batch, CaptureSpec, Finding, FindingKind, Mismatch
-from graphsafe import reports
+from graphsafe import Batch, CaptureSpec, Finding, FindingKind, Mismatch, reports
 from graphsafe.findings import EXPLANATIONS, FIXES
 from graphsafe.reports import atomic, heatmap, jsonio, markdown, repro
-from PIL import Image  # matplotlib's own image library: decodes what diff.png holds
+from tests.subprocesses import REPO
+from tests.targets import plain_torch as torch_targets
 
 CAPTURE_SEED = 2**31 - 1
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -52,7 +51,11 @@ NAN = float("nan")
 INF = float("inf")
 
 OUTPUT_MISMATCH = Mismatch(
-    tensor="output[0]", count=5, total=12, max_abs=INF, max_rel=INF,
+    tensor="output[0]",
+    count=5,
+    total=12,
+    max_abs=INF,
+    max_rel=INF,
     first=[
         {"index": [0, 3], "graph": 1.5, "eager": 0.5, "request": 0, "token": 0},
         {"index": [1, 0], "graph": NAN, "eager": 0.25, "request": 0, "token": 1},
@@ -60,9 +63,14 @@ OUTPUT_MISMATCH = Mismatch(
     ],
 )
 STATIC_MISMATCH = Mismatch(
-    tensor="static['kv_cache']", count=2, total=544, max_abs=0.75, max_rel=3.0,
-    first=[{"index": [3, 0, 1], "graph": 1.0, "eager": 0.25, "block": 3, "request": 0, "token_block": 2,
-            "first_token": 8}],
+    tensor="static['kv_cache']",
+    count=2,
+    total=544,
+    max_abs=0.75,
+    max_rel=3.0,
+    first=[
+        {"index": [3, 0, 1], "graph": 1.0, "eager": 0.25, "block": 3, "request": 0, "token_block": 2, "first_token": 8}
+    ],
 )
 HEATMAP = {
     "values": [[0.0, 0.5, 1.0, 0.0], [INF, 0.0, 0.25, 0.0], [0.0, 0.0, 5.0, 2.5]],
@@ -71,7 +79,7 @@ HEATMAP = {
     "col_step": 2,
 }
 TRACEBACK = (
-    "Traceback (most recent call last):\n  File \"backend/attn.py\", line 88, in forward\n"
+    'Traceback (most recent call last):\n  File "backend/attn.py", line 88, in forward\n'
     "    n = int(self.seq_lens.max().item())\nCaptureError: _local_scalar_dense reads data produced inside the graph\n"
 )
 
@@ -80,59 +88,97 @@ KINDS: dict[FindingKind, dict] = {
     FindingKind.CAPTURE_FAILURE: dict(
         where="backend/attn.py:88 in forward",
         message="capture of size 4 failed: CaptureError: _local_scalar_dense reads data produced inside the graph",
-        error=TRACEBACK, details={"phase": "capture"}, batches=[], step=-1,
+        error=TRACEBACK,
+        details={"phase": "capture"},
+        batches=[],
+        step=-1,
     ),
     FindingKind.STALE_POINTER: dict(
         where="self.seq_lens",
         message="the graph reads freed memory: self.seq_lens (torch.int32, 16 bytes at 0x7f0010, read by aten::mul) "
-                "was freed after capture; self.seq_lens now at 0x7f0400",
+        "was freed after capture; self.seq_lens now at 0x7f0400",
         capture_batch=DRAWN,
-        details={"dead": [{"path": "self.seq_lens", "address": "0x7f0010",
-                           "replacement": ["self.seq_lens now at 0x7f0400"], "kernels": ["aten::mul"]}]},
+        details={
+            "dead": [
+                {
+                    "path": "self.seq_lens",
+                    "address": "0x7f0010",
+                    "replacement": ["self.seq_lens now at 0x7f0400"],
+                    "kernels": ["aten::mul"],
+                }
+            ]
+        },
     ),
     FindingKind.UNPERSISTED_METADATA: dict(
         where="self.block_table",
         message="the graph reads self.block_table as captured, but this step's prepare() did not write it; this "
-                "step's values went to new tensors at self.block_table",
+        "step's values went to new tensors at self.block_table",
         details={"buffers": ["self.block_table"], "new": ["self.block_table"]},
-        mismatches=[OUTPUT_MISMATCH], heatmap=HEATMAP,
+        mismatches=[OUTPUT_MISMATCH],
+        heatmap=HEATMAP,
     ),
     FindingKind.LAZY_INIT: dict(
-        where="self.plan", message="the graph reads self.plan, written only during warm-up",
-        details={"buffers": ["self.plan"]}, mismatches=[OUTPUT_MISMATCH], heatmap=HEATMAP,
+        where="self.plan",
+        message="the graph reads self.plan, written only during warm-up",
+        details={"buffers": ["self.plan"]},
+        mismatches=[OUTPUT_MISMATCH],
+        heatmap=HEATMAP,
     ),
     FindingKind.FROZEN_HOST_VALUE: dict(
         where="_attn_kernel.MAX_SEQ",
         message="_attn_kernel MAX_SEQ: captured 9, this batch needs 16 (at backend/attn.py:40 in forward)",
         capture_batch=DRAWN,
-        details={"diffs": [{"kind": "argument", "kernel": "_attn_kernel", "argument": "MAX_SEQ", "captured": "9",
-                            "needed": "16", "where": "backend/attn.py:40 in forward", "triton": True}]},
-        mismatches=[OUTPUT_MISMATCH], heatmap=HEATMAP,
+        details={
+            "diffs": [
+                {
+                    "kind": "argument",
+                    "kernel": "_attn_kernel",
+                    "argument": "MAX_SEQ",
+                    "captured": "9",
+                    "needed": "16",
+                    "where": "backend/attn.py:40 in forward",
+                    "triton": True,
+                }
+            ]
+        },
+        mismatches=[OUTPUT_MISMATCH],
+        heatmap=HEATMAP,
     ),
     FindingKind.STALE_PADDING: dict(
         where="self.seq_lens[2:4]",
         message="after an earlier, larger batch, padded slots 2..3 keep stale values in self.seq_lens[2:4]",
-        details={"stale_buffers": ["self.seq_lens[2:4]"]}, mismatches=[OUTPUT_MISMATCH], heatmap=HEATMAP,
+        details={"stale_buffers": ["self.seq_lens[2:4]"]},
+        mismatches=[OUTPUT_MISMATCH],
+        heatmap=HEATMAP,
     ),
     FindingKind.OUTPUT_NOT_WRITTEN: dict(
-        where="output[0]", message="the replay leaves 5 of 12 live positions of output[0] unwritten",
-        details={"unwritten": 5}, mismatches=[OUTPUT_MISMATCH], heatmap=HEATMAP,
+        where="output[0]",
+        message="the replay leaves 5 of 12 live positions of output[0] unwritten",
+        details={"unwritten": 5},
+        mismatches=[OUTPUT_MISMATCH],
+        heatmap=HEATMAP,
     ),
     FindingKind.NONDETERMINISTIC_REPLAY: dict(
-        where="output[0]", message="two replays of the same batch differ in output[0] (5/12)",
-        mismatches=[OUTPUT_MISMATCH], heatmap=HEATMAP,
+        where="output[0]",
+        message="two replays of the same batch differ in output[0] (5/12)",
+        mismatches=[OUTPUT_MISMATCH],
+        heatmap=HEATMAP,
     ),
     FindingKind.SUPPORT_MISMATCH: dict(
         where="FlashBackend.support",
         message="declared ALWAYS breaks (stale-padding), but UNIFORM_BATCH passes: declare support = "
-                "Support.UNIFORM_BATCH",
-        details={"declared": "ALWAYS", "passes": "UNIFORM_BATCH"}, batches=[], step=-1, capture_batch=None,
+        "Support.UNIFORM_BATCH",
+        details={"declared": "ALWAYS", "passes": "UNIFORM_BATCH"},
+        batches=[],
+        step=-1,
+        capture_batch=None,
         capture_size=0,
     ),
     FindingKind.REPLAY_MISMATCH: dict(
         where="static['kv_cache']",
         message="static['kv_cache'] differs from eager (2/544, max abs 0.75) and no probe explains why",
-        mismatches=[OUTPUT_MISMATCH, STATIC_MISMATCH], heatmap=HEATMAP,
+        mismatches=[OUTPUT_MISMATCH, STATIC_MISMATCH],
+        heatmap=HEATMAP,
     ),
     FindingKind.TARGET_ERROR: dict(
         where="backend/attn.py:31 in prepare",
@@ -145,8 +191,16 @@ KINDS: dict[FindingKind, dict] = {
 def make_finding(kind: FindingKind, **overrides) -> Finding:
     """A realistic finding of ``kind`` in the (made-up) target ``backend.attn:FlashBackend``."""
     fields = dict(
-        kind=kind, target="backend.attn:FlashBackend", probe=kind.value, engine="emulate", spec=SPEC,
-        capture_size=4, capture_batch=WORST, batches=list(STEPS), step=1, examples_to_find=7,
+        kind=kind,
+        target="backend.attn:FlashBackend",
+        probe=kind.value,
+        engine="emulate",
+        spec=SPEC,
+        capture_size=4,
+        capture_batch=WORST,
+        batches=list(STEPS),
+        step=1,
+        examples_to_find=7,
     )
     if "seconds_to_find" in {fl.name for fl in dataclasses.fields(Finding)}:
         fields["seconds_to_find"] = 1.25
@@ -254,8 +308,13 @@ def test_report_md_shows_kernel_argument_at_fault(tmp_path):
 
 def test_report_md_lists_capture_spec_size_and_batch(tmp_path):
     md = (write(FindingKind.LAZY_INIT, tmp_path) / "report.md").read_text()
-    for field, value in [("max_reqs", 4), ("max_query_len", 2), ("max_seq_len", 16), ("block_size", 4),
-                         ("num_blocks", 17)]:
+    for field, value in [
+        ("max_reqs", 4),
+        ("max_query_len", 2),
+        ("max_seq_len", 16),
+        ("block_size", 4),
+        ("num_blocks", 17),
+    ]:
         assert f"| {field} | {value} |" in md
     assert "- capture size: 4" in md
     assert WORST.short() in md
@@ -551,8 +610,13 @@ reports.write_report(make_finding(FindingKind.STALE_PADDING), sys.argv[1])
 
 
 def test_a_killed_write_leaves_no_report_directory_and_the_next_write_cleans_up(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER.format(repo=str(REPO)), str(tmp_path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER.format(repo=str(REPO)), str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 9, proc.stderr
     f = make_finding(FindingKind.STALE_PADDING)
     final = reports.report_path(f, tmp_path)

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphsafe.contract import Batch, CaptureSpec, Support
-from strategies import capture_batches, step_sequences
-from strategies._encoded import Layout
+from graphsafe.strategies import capture_batches, step_sequences
+from graphsafe.strategies._encoded import Layout
 
 from .test_strategies import PROPERTY, SIMPLEST, SPEC, assert_valid, capture_specs, is_identity, reach, shrunk, supports
 
@@ -84,8 +84,10 @@ def test_steps_reach_non_uniform_query_lengths_under_always():
 
 
 def test_steps_reach_uniform_speculative_query_lengths_under_uniform_batch():
-    reach(step_sequences(SPEC, support=Support.UNIFORM_BATCH),
-          lambda steps: any(b.num_reqs >= 2 and b.query_lens[0] >= 2 for b in steps))
+    reach(
+        step_sequences(SPEC, support=Support.UNIFORM_BATCH),
+        lambda steps: any(b.num_reqs >= 2 and b.query_lens[0] >= 2 for b in steps),
+    )
 
 
 def test_steps_reach_shuffled_block_tables():
@@ -117,7 +119,9 @@ def test_a_step_needing_a_long_sequence_shrinks_to_one_request_in_identity_order
 
 
 def test_growing_then_shrinking_steps_shrink_to_two_then_one_minimal_requests():
-    steps = shrunk(STEPS, lambda steps: any(a.num_reqs > b.num_reqs for i, a in enumerate(steps) for b in steps[i + 1:]))
+    steps = shrunk(
+        STEPS, lambda steps: any(a.num_reqs > b.num_reqs for i, a in enumerate(steps) for b in steps[i + 1 :])
+    )
     assert steps == [Batch(query_lens=(1, 1), seq_lens=(1, 1), block_table=((1,), (2,)), seed=0), SIMPLEST]
 
 

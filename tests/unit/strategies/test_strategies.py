@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from graphsafe.contract import Batch, CaptureSpec, Support
-from strategies import (
+from graphsafe.strategies import (
     batches,
     block_tables,
     capture_batches,
@@ -35,8 +35,9 @@ CAPTURABLE = [Support.UNIFORM_SINGLE_TOKEN_DECODE, Support.UNIFORM_BATCH, Suppor
 supports = st.sampled_from(CAPTURABLE)
 
 PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SHRINK = settings(max_examples=200, database=None, deadline=None, derandomize=True,
-                  suppress_health_check=[HealthCheck.too_slow])  # derandomized: a shrink target is a fixed fact
+SHRINK = settings(
+    max_examples=200, database=None, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)  # derandomized: a shrink target is a fixed fact
 # Reaching an edge case needs no shrinking; skipping it keeps the file fast.
 REACH = settings(SHRINK, phases=[Phase.explicit, Phase.generate])
 
@@ -106,7 +107,9 @@ def test_capture_sizes_are_empty_or_powers_of_two_plus_max_reqs(spec):
 
 
 @PROPERTY
-@given(capture_specs(max_reqs=8, max_query_len=2, max_seq_len=st.integers(100, 130), block_size=st.sampled_from([16, 32])))
+@given(
+    capture_specs(max_reqs=8, max_query_len=2, max_seq_len=st.integers(100, 130), block_size=st.sampled_from([16, 32]))
+)
 def test_capture_specs_accept_values_and_strategies(spec):
     assert spec.max_reqs == 8 and spec.max_query_len == 2
     assert 100 <= spec.max_seq_len <= 130
@@ -309,8 +312,7 @@ def test_step_sequences_run_to_max_steps_in_more_than_half_the_examples():
 def test_reaches_uniform_and_non_uniform_batches_in_one_sequence_under_always():
     reach(
         step_sequences(SPEC, support=Support.ALWAYS),
-        lambda steps: any(b.num_reqs >= 2 and b.is_uniform for b in steps)
-        and any(not b.is_uniform for b in steps),
+        lambda steps: any(b.num_reqs >= 2 and b.is_uniform for b in steps) and any(not b.is_uniform for b in steps),
     )
 
 
@@ -319,8 +321,9 @@ def test_reaches_lengths_past_the_capture_batch_with_beyond_capture():
     cap = Batch(query_lens=(1,), seq_lens=(190,), block_table=(tuple(range(1, 13)),), seed=0, num_slots=2)
     steps = reach(
         step_sequences(SPEC, beyond_capture=True, capture_batch=cap),
-        lambda steps: all(cap.max_seq_len < s <= SPEC.max_seq_len for b in steps for s in b.seq_lens)
-        and len(steps) >= 2,
+        lambda steps: (
+            all(cap.max_seq_len < s <= SPEC.max_seq_len for b in steps for s in b.seq_lens) and len(steps) >= 2
+        ),
     )
     assert all(b.seed != 0 for b in steps)
 

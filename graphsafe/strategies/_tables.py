@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from graphsafe.contract import CaptureSpec
-from graphsafe.errors import UsageError
-
+from ..contract import CaptureSpec
+from ..errors import UsageError
 from ._validate import _ints
 
 #: How many block-table positions one batch shuffles at most.  Each shuffled
@@ -43,7 +43,9 @@ def _draw_block_table(
 
 
 def block_table(
-    spec: CaptureSpec, seq_lens: tuple[int, ...], reserve_null_block: bool,
+    spec: CaptureSpec,
+    seq_lens: tuple[int, ...],
+    reserve_null_block: bool,
     swap: Callable[[int, int, int], int] | None,
 ) -> tuple[tuple[int, ...], ...]:
     """The table of :func:`_draw_block_table`, with ``swap(k, i, hi)`` giving the position in ``[i, hi]``

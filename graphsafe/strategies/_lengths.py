@@ -11,12 +11,12 @@ to ``lo`` (the query length: the shortest valid sequence).
 from __future__ import annotations
 
 import functools
-from typing import Iterable
+from collections.abc import Iterable
 
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from graphsafe.errors import UsageError
+from ..errors import UsageError
 
 DEFAULT_SPLIT_KV: tuple[int, ...] = (64,)
 
@@ -33,9 +33,7 @@ def normalize_chunks(split_kv: int | Iterable[int] | None) -> tuple[int, ...]:
         try:
             chunks = tuple(split_kv)
         except TypeError:
-            raise UsageError(
-                f"split_kv must be a positive int or a sequence of them, got {split_kv!r}"
-            ) from None
+            raise UsageError(f"split_kv must be a positive int or a sequence of them, got {split_kv!r}") from None
     if not chunks:
         raise UsageError("split_kv must name at least one chunk size (or be None for the default 64)")
     for c in chunks:

@@ -29,8 +29,7 @@ import functools
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from graphsafe.contract import Batch, CaptureSpec, Support
-
+from ..contract import Batch, CaptureSpec, Support
 from ._lengths import edge_values
 from ._tables import _MAX_SHUFFLED_POSITIONS, block_table
 from ._validate import MAX_SEED
@@ -52,8 +51,15 @@ class Layout:
     requests; ``repeat`` and ``beyond`` add the flags a step of a sequence carries ("the previous batch
     again", "sequence lengths past the capture batch's")."""
 
-    def __init__(self, spec: CaptureSpec, level: Support, top: int, chunks: tuple[int, ...],
-                 repeat: bool = False, beyond: bool = False):
+    def __init__(
+        self,
+        spec: CaptureSpec,
+        level: Support,
+        top: int,
+        chunks: tuple[int, ...],
+        repeat: bool = False,
+        beyond: bool = False,
+    ):
         self.spec, self.level, self.top, self.chunks = spec, level, top, chunks
         self.w_n, self.w_q = _width(top), _width(spec.max_query_len)
         # at least two raw values per decoded one: an even spread, and few bytes for shrinking to clear
@@ -80,21 +86,32 @@ class Layout:
         #: the strategy for one batch's bytes
         self.bytes: SearchStrategy[bytes] = st.binary(min_size=self.size, max_size=self.size)
 
-    def decode(self, data: bytes, *, n_lo: int = 1, n_hi: int | None = None, avoid: int | None = None,
-               beyond_lo: int | None = None, hi_cap: int | None = None, num_slots: int = 0) -> tuple[bool, Batch]:
+    def decode(
+        self,
+        data: bytes,
+        *,
+        n_lo: int = 1,
+        n_hi: int | None = None,
+        avoid: int | None = None,
+        beyond_lo: int | None = None,
+        hi_cap: int | None = None,
+        num_slots: int = 0,
+    ) -> tuple[bool, Batch]:
         """``(repeat, batch)`` from ``data``: ``n_lo..n_hi`` requests (``n_hi`` at most ``top``), a seed other
         than ``avoid``, sequence lengths from ``beyond_lo`` on when the beyond flag is set and at most
         ``hi_cap`` where the query length allows."""
         spec = self.spec
 
         def below(at: int, width: int, n: int) -> int:  # in [0, n), monotone in the bytes, 0 for zeros
-            return int.from_bytes(data[at:at + width], "big") * n >> (8 * width)
+            return int.from_bytes(data[at : at + width], "big") * n >> (8 * width)
 
         # a quarter of the steps repeat the one before: the rate the choice-by-choice form had
         repeat = self.o_repeat is not None and data[self.o_repeat] >= 192
         n_hi = self.top if n_hi is None else n_hi
         n = n_lo + below(self.o_n, self.w_n, n_hi - n_lo + 1)
-        lo_floor = beyond_lo if beyond_lo is not None and self.o_beyond is not None and data[self.o_beyond] >= 128 else 1
+        lo_floor = (
+            beyond_lo if beyond_lo is not None and self.o_beyond is not None and data[self.o_beyond] >= 128 else 1
+        )
         hi_base = spec.max_seq_len if hi_cap is None else min(hi_cap, spec.max_seq_len)
         if self.level is Support.UNIFORM_SINGLE_TOKEN_DECODE:
             uniform: int | None = 1
@@ -110,7 +127,7 @@ class Layout:
             lo = max(q, lo_floor)
             hi = max(lo, hi_base)
             qs.append(q)
-            ss.append(self._length(data[at], data[at + 1:at + 1 + self.w_s], lo, hi))
+            ss.append(self._length(data[at], data[at + 1 : at + 1 + self.w_s], lo, hi))
 
         def swap(k: int, i: int, hi: int) -> int:
             return i + below(self.o_swaps + k * self.w_pool, self.w_pool, hi - i + 1)
@@ -119,8 +136,9 @@ class Layout:
         seed = below(self.o_seed, _SEED_BYTES, MAX_SEED + (0 if avoid is not None else 1))
         if avoid is not None and seed >= avoid:
             seed += 1
-        return repeat, Batch(query_lens=tuple(qs), seq_lens=tuple(ss), block_table=table, seed=seed,
-                             num_slots=num_slots)
+        return repeat, Batch(
+            query_lens=tuple(qs), seq_lens=tuple(ss), block_table=table, seed=seed, num_slots=num_slots
+        )
 
     def _length(self, branch: int, value: bytes, lo: int, hi: int) -> int:
         """A sequence length in ``[lo, hi]``: a quarter each (where they exist) any value, a block edge, a
@@ -141,7 +159,13 @@ def _length_choices(lo: int, hi: int, block_size: int, chunks: tuple[int, ...]) 
 
 
 @functools.lru_cache(maxsize=1024)
-def layout(spec: CaptureSpec, level: Support, top: int, chunks: tuple[int, ...] = (64,), repeat: bool = False,
-           beyond: bool = False) -> Layout:
+def layout(
+    spec: CaptureSpec,
+    level: Support,
+    top: int,
+    chunks: tuple[int, ...] = (64,),
+    repeat: bool = False,
+    beyond: bool = False,
+) -> Layout:
     """The (cached) :class:`Layout` for these arguments."""
     return Layout(spec, level, top, chunks, repeat, beyond)

@@ -12,8 +12,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from graphsafe.contract import Batch, CaptureSpec, Support
-
+from ..contract import Batch, CaptureSpec, Support
 from ._encoded import layout
 from ._lengths import DEFAULT_SPLIT_KV
 from ._validate import MaybeStrategy, _check_capture, _check_spec, _check_steps, _check_support, _get, _is_strategy

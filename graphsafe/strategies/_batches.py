@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from graphsafe.contract import Batch, CaptureSpec, Support
-
+from ..contract import Batch, CaptureSpec, Support
 from ._encoded import layout
 from ._lengths import DEFAULT_SPLIT_KV, normalize_chunks, seq_len_strategy
 from ._tables import _draw_block_table
 from ._validate import (
-    MAX_SEED, MaybeStrategy, _check_count, _check_given, _check_plain_slots, _check_query_lens, _check_seed, _check_seq_lens,
-    _check_spec, _check_support, _get, _ints, _is_strategy,
+    MAX_SEED,
+    MaybeStrategy,
+    _check_count,
+    _check_given,
+    _check_plain_slots,
+    _check_query_lens,
+    _check_seed,
+    _check_seq_lens,
+    _check_spec,
+    _check_support,
+    _get,
+    _ints,
+    _is_strategy,
 )
 
 _MAX_REQS_CHOICES = (1, 2, 4, 8, 16)
@@ -25,7 +36,13 @@ _DEFAULT_MAX_SEQ_LEN = 512
 
 
 def _draw_lengths(
-    draw: Any, spec: CaptureSpec, query_lens: tuple[int, ...], chunks: tuple[int, ...], *, lo_floor: int = 1, hi_cap: int | None = None
+    draw: Any,
+    spec: CaptureSpec,
+    query_lens: tuple[int, ...],
+    chunks: tuple[int, ...],
+    *,
+    lo_floor: int = 1,
+    hi_cap: int | None = None,
 ) -> tuple[int, ...]:
     """One seq length per query length, in ``[max(q, lo_floor), max(q, hi_cap)]``."""
     hi_base = spec.max_seq_len if hi_cap is None else min(hi_cap, spec.max_seq_len)
@@ -72,9 +89,7 @@ def capture_specs(
         if max_seq_len is None:
             seq = draw(st.integers(mq, max(mq, _DEFAULT_MAX_SEQ_LEN)))
         else:
-            seq = _check_count(
-                "max_seq_len", _get(draw, max_seq_len), mq, 1 << 30, " (it must be >= max_query_len)"
-            )
+            seq = _check_count("max_seq_len", _get(draw, max_seq_len), mq, 1 << 30, " (it must be >= max_query_len)")
         powers = []
         p = 1
         while p < reqs:
@@ -85,9 +100,7 @@ def capture_specs(
             sizes = tuple(sorted(set(picked) | {reqs}))
         else:
             sizes = ()
-        return CaptureSpec(
-            max_reqs=reqs, max_query_len=mq, max_seq_len=seq, block_size=bs, capture_sizes=sizes
-        )
+        return CaptureSpec(max_reqs=reqs, max_query_len=mq, max_seq_len=seq, block_size=bs, capture_sizes=sizes)
 
     return _specs()
 

@@ -14,7 +14,7 @@ Example::
 
     from hypothesis import given
     from graphsafe import CaptureSpec, Support
-    from strategies import batches, step_sequences
+    from graphsafe.strategies import batches, step_sequences
 
     spec = CaptureSpec(max_reqs=8, max_query_len=2, max_seq_len=256, block_size=16)
 

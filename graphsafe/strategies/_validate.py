@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from graphsafe.contract import Batch, CaptureSpec, Support
-from graphsafe.errors import UsageError
+from ..contract import Batch, CaptureSpec, Support
+from ..errors import UsageError
 
 T = TypeVar("T")
-MaybeStrategy = Union[T, SearchStrategy[T]]
+MaybeStrategy = T | SearchStrategy[T]
 
 MAX_SEED = 2**31 - 1
 
@@ -97,9 +97,7 @@ def _check_query_lens(spec: CaptureSpec, query_lens: Any) -> tuple[int, ...]:
         raise UsageError("query_lens must hold at least one request")
     for i, q in enumerate(qs):
         if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= spec.max_query_len:
-            raise UsageError(
-                f"query_lens[{i}] = {q!r} must be an int in [1, spec.max_query_len={spec.max_query_len}]"
-            )
+            raise UsageError(f"query_lens[{i}] = {q!r} must be an int in [1, spec.max_query_len={spec.max_query_len}]")
     return qs
 
 
