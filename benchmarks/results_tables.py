@@ -57,6 +57,10 @@ def _num(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def _short(text: str, width: int = 48) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def machine(d: dict[str, Any]) -> str:
     """The machine a result was measured on, in one line."""
     m = d.get("machine") or {}
@@ -132,11 +136,10 @@ def _detection(d: dict[str, Any]) -> list[Table]:
         if seconds is None and seeds:
             seconds = sorted(x["seconds"] for x in seeds)[len(seeds) // 2]
         found = [f for x in seeds[:1] for f in x.get("found", [])]
-        where = "; ".join(f"`{f['where']}`" for f in found if f.get("where"))
+        where = "; ".join(f"`{_short(f['where'])}`" for f in found if f.get("where"))
         rows.append(
             [
                 f"`{r['target']}`",
-                r.get("suite", ""),
                 ", ".join(r["expected"]) or "none",
                 ", ".join(r["kinds"]) or "none",
                 where or "-",
@@ -144,7 +147,7 @@ def _detection(d: dict[str, Any]) -> list[Table]:
                 _num(seconds),
             ]
         )
-    header = ["target", "suite", "expected", "found", "where (first seed)", "examples to find", "seconds"]
+    header = ["target", "expected", "found", "where (first seed)", "examples to find", "seconds"]
     return [Table("Verdict per target", header, rows, lines)]
 
 
