@@ -136,7 +136,7 @@ def _detection(d: dict[str, Any]) -> list[Table]:
         if seconds is None and seeds:
             seconds = sorted(x["seconds"] for x in seeds)[len(seeds) // 2]
         found = [f for x in seeds[:1] for f in x.get("found", [])]
-        where = "; ".join(f"`{_short(f['where'])}`" for f in found if f.get("where"))
+        where = "; ".join(_short(f["where"]) for f in found if f.get("where"))
         rows.append(
             [
                 f"`{r['target']}`",

@@ -83,16 +83,25 @@ def paragraph(text: str) -> nodes.paragraph:
     return p
 
 
+def _widths(header: list[str], rows: list[list[str]]) -> list[int]:
+    """Column widths from the cells' lengths (a long cell wraps; short ones keep room for a word or two)."""
+    widths = []
+    for i, head in enumerate(header):
+        longest = max([len(head), *(len(r[i]) for r in rows if i < len(r))])
+        widths.append(min(max(longest, 8), 60))
+    return widths
+
+
 def table(header: list[str], rows: list[list[str]], caption: str | None = None) -> nodes.table:
-    t = nodes.table(classes=["graphsafe-generated"])
+    t = nodes.table(classes=["graphsafe-generated", "colwidths-given"])
     if caption:
         title = nodes.title()
         title += inline(caption)
         t += title
     group = nodes.tgroup(cols=len(header))
     t += group
-    for _ in header:
-        group += nodes.colspec(colwidth=1)
+    for width in _widths(header, rows):
+        group += nodes.colspec(colwidth=width)
     head = nodes.thead()
     group += head
     body = nodes.tbody()
@@ -320,7 +329,7 @@ class TargetsDirective(SphinxDirective):
         for name in names() if group == "reference" else expand("flashinfer"):
             cls = lookup(name)
             expected = getattr(cls, "expected", None)
-            support = getattr(getattr(cls, "support", None), "name", "")
+            support = getattr(getattr(cls, "support", None), "name", "").lower().replace("_", " ")
             rows.append(
                 [f"`{name}`", f"`{getattr(expected, 'value', expected) or 'none'}`", support, first_sentence(cls)]
             )
