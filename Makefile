@@ -1,6 +1,8 @@
 # Two commands do everything on a fresh machine:
 #   make check   - check every reference kernel on the default engine and write reports/
 #   make test    - run the test suite (pytest -n auto)
+# and one builds the documentation:
+#   make docs    - the site in docs/_build/html (warnings are errors)
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 TORCH ?= torch==2.13.0
@@ -10,7 +12,7 @@ PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 # PyTorch's own index of CPU-only wheels: a bare torch requirement from PyPI is the multi-GB CUDA build
 CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install torch check test bench
+.PHONY: install torch check test bench docs
 
 install:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(MAKE) --no-print-directory torch
@@ -38,6 +40,10 @@ check: install  # exit 0 when every reference variant gets exactly its expected 
 test: install
 	$(PYTHON) -m pytest -n auto -q
 
-bench: install  # the measuring scripts, then the README's tables from their results
+bench: install  # the measuring scripts, then the tables of every result file (the docs' Benchmarks page)
 	$(PYTHON) benchmarks/throughput.py && $(PYTHON) benchmarks/detection.py && \
 	$(PYTHON) benchmarks/engine_table.py && $(PYTHON) benchmarks/tables.py
+
+docs: install  # the documentation site, generated from the code and benchmarks/results at build time
+	$(PIP) install -q $(PIN) -e ".[docs]"
+	$(PYTHON) -m sphinx -W --keep-going -q -b html docs docs/_build/html

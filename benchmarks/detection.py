@@ -20,6 +20,7 @@ import statistics
 import time
 
 import _util  # noqa: F401  (sets up the interpreter before kernels are imported)
+import results_tables
 
 import graphsafe
 from graphsafe import reference
@@ -162,32 +163,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     data = run(a)
-    _util.write(f"detection-{data['engine']}", data, a.out)
-    print("\n".join(table(data)))
-
-
-def table(data: dict) -> list[str]:
-    """The summary line and the per-target table (expected kinds, kinds found, recall, precision)."""
-    s = data["summary"]
-    rm = s.get("replay_mismatch") or replay_mismatches(data["rows"], data.get("suite", "reference"))
-    per = ", ".join(f"{k} {v['replay_mismatch']}/{v['findings']}" for k, v in rm.items() if k != "all")
-    lines = [
-        f"recall {s['recall']}/{s['buggy']}, precision {s['precision']}/{s['buggy']}, false positives "
-        f"{s['false_positives']}/{s['safe']}, capture-dependent hazards found in {s['capture_dependent_rates']}",
-        f"replay-mismatch: {rm['all']['replay_mismatch']} of {rm['all']['findings']} findings ({per})",
-        "",
-        "| target | expected | found | recall | precision |",
-        "|---|---|---|---|---|",
-    ]
-    for r in data["rows"]:
-        found = ", ".join(r["kinds"]) or "none"
-        if r["expected"]:
-            lines.append(
-                f"| {r['target']} | {', '.join(r['expected'])} | {found} | {r['recall']:.2f} | {r['precision']:.2f} |"
-            )
-        else:
-            lines.append(f"| {r['target']} | none | {found} | - | - |")
-    return lines
+    path = _util.write(f"detection-{data['engine']}", data, a.out)
+    print(results_tables.markdown(path))
 
 
 if __name__ == "__main__":

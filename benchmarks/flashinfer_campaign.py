@@ -9,8 +9,8 @@ capture policies, once per seed, in a process of its own (a crash or hang costs 
 row per target: the wrapper, the expected kinds, the kinds found per seed, examples, seconds, and the
 repro scripts of the reports written (``--report-dir``).  Results go to
 ``benchmarks/results/flashinfer-<engine>-<machine>.json`` with the machine and FlashInfer's version.
-On a GPU machine without a package index, FlashInfer comes from ``../shared/tools/flashinfer_site.sh``
-(see the README section "FlashInfer").
+On a GPU machine without a package index, carry FlashInfer's wheels over from a connected machine
+(docs/how-to/flashinfer.md, "A GPU machine without network").
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU measurements quoted in the README, in parts that each fit a 10-minute slot:
+# The GPU measurements behind benchmarks/results (the documentation's Benchmarks page), in parts that each
+# fit a 10-minute slot:
 #   bash benchmarks/gpu_release.sh PART OUTDIR
 # PART: tests (the test suite on this machine, the reference suite on cuda, guard overhead), bench (throughput, state size),
 #       audit (graphsafe audit all, detection), scale1 (scaling on this host's GPUs: -n 1 and -n 2),
@@ -7,7 +8,9 @@
 #       rate (the 20-seed detection rate of the capture-dependent hazards),
 #       flashinfer (the FlashInfer campaign, safe targets then buggy variants, 200 examples, 3 seeds; repro
 #       scripts under reports/flashinfer), fi-examples (the standalone scripts in examples/flashinfer).
-#       FlashInfer comes from the environment, else from .whl/fi-site.tgz (../shared/tools/flashinfer_site.sh).
+#       FlashInfer comes from the environment, else from its wheels in .whl/ (pip install --no-index --no-deps),
+#       else from .whl/fi-site.tgz, a tarball of the wheels unpacked into one site-packages tree (for a carry
+#       limit below the wheels' size); docs/how-to/flashinfer.md, "A GPU machine without network".
 # Each step's log and its wall time go to OUTDIR; result JSONs too (copy them to benchmarks/results/).
 set -u
 part=${1:?usage: bash benchmarks/gpu_release.sh tests|bench|audit|scale1|scale|timeline [OUTDIR]}; out=${2:-/tmp/gpu-release}
@@ -24,8 +27,13 @@ step() {  # step NAME SECONDS CMD...: run CMD with a time limit, log and wall ti
   tail -1 "$out/$name.log"
 }
 if [[ $part == flashinfer || $part == fi-examples ]] && ! $py -c "import flashinfer" 2>/dev/null; then
-  [[ -f .whl/fi-site.tgz ]] || { echo "FlashInfer is not importable and .whl/fi-site.tgz is missing"; exit 2; }
-  mkdir -p /tmp/fi-site && tar -xzf .whl/fi-site.tgz -C /tmp/fi-site && export PYTHONPATH=/tmp/fi-site:${PYTHONPATH:-}
+  if compgen -G ".whl/flashinfer_python-*.whl" >/dev/null; then
+    $py -m pip install -q --no-index --no-deps --find-links .whl flashinfer-python apache-tvm-ffi || exit 2
+  elif [[ -f .whl/fi-site.tgz ]]; then
+    mkdir -p /tmp/fi-site && tar -xzf .whl/fi-site.tgz -C /tmp/fi-site && export PYTHONPATH=/tmp/fi-site:${PYTHONPATH:-}
+  else
+    echo "FlashInfer is not importable, and neither its wheels (.whl/*.whl) nor .whl/fi-site.tgz are here"; exit 2
+  fi
   [[ -f .whl/jit.tgz ]] && tar -xzf .whl/jit.tgz -C "$HOME"  # a JIT cache from an earlier run, if one was kept
 fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1

@@ -31,6 +31,7 @@ import sys
 import time
 
 import _util
+import results_tables
 import torch
 
 import graphsafe
@@ -120,32 +121,13 @@ def main() -> None:
         rows.append(row)
         print(row, flush=True)
         # after every row: a run cut off by a time limit keeps what it measured
-        _util.write(
+        path = _util.write(
             f"state-size-{engine}",
             {"engine": engine, "examples": a.examples, "baseline": base, "rows": rows, "goal": "extra <= 1.5 x static"},
             a.out,
         )
     print()
-    print("\n".join(table(rows)))
-
-
-def table(rows: list[dict]) -> list[str]:
-    """The markdown table of a results file's rows."""
-    gib = 1 << 30
-    out = [
-        "| static MiB | peak RSS GiB | extra RSS / static | peak CUDA GiB | extra CUDA / static | s | steps "
-        "| compare ms/step | findings |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        cuda = f"{r['peak_cuda'] / gib:.2f}" if r.get("peak_cuda") is not None else "-"
-        found = ", ".join(r.get("kinds") or []) or (r.get("error") or "none")[:120]
-        out.append(
-            f"| {r['static_bytes'] // MiB} | {r.get('peak_rss', 0) / gib:.2f} | {r.get('ratio_rss', '-')} | {cuda} | "
-            f"{r.get('ratio_cuda', '-')} | {r.get('seconds', '-')} | {r.get('steps', '-')} | "
-            f"{r.get('compare_ms_per_step', '-')} | {found} |"
-        )
-    return out
+    print(results_tables.markdown(path))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Deliberate mistakes in driving FlashInfer under CUDA graphs, each a few lines away from a safe target.
 
-Written from the public hazard map (``shared/hazards.md``, FlashInfer section) and the reports behind it;
+Written from the public reports of such mistakes (the hazard list in the documentation, FlashInfer section);
 each class says what it models and which finding kind graphsafe must report (``expected``).  Their
 safe twins are :class:`~graphsafe.flashinfer.targets.Decode`, :class:`DecodeTensorCores`,
 and :class:`~graphsafe.flashinfer.targets.MLA`.

@@ -9,7 +9,7 @@ module on the recipe built from ``DIR/finding.json``.
 :func:`main` (the script) and ``graphsafe repro`` replay in a child process (:func:`run_isolated`),
 so that a target that crashes or hangs is reported as such; :func:`run_recipe` replays here.
 
-Exit status (the exit-code table of the README):
+Exit status (docs/reference/exit-codes.md):
 
 * 0 (``FIXED``) only when the target ran every step and no error finding is left;
 * 1 (``REPRODUCED``) while a finding of the recorded kind is reproduced; also 1 when it is not, but

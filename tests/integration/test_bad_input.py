@@ -35,7 +35,7 @@ MAX_LEN = 300  # "short": a line a terminal shows whole, give or take
 
 @dataclass(frozen=True)
 class Case:
-    label: str  # what was wrong (the README table's first column)
+    label: str  # what was wrong (the first column of the documentation's bad-input table)
     call: Callable[[], Any]
     exc: type
     needles: tuple[str, ...]  # the field or method named, and the fix
@@ -487,7 +487,7 @@ def test_a_real_process_prints_one_line_and_no_traceback(tmp_path):
 
 
 def markdown_table() -> str:
-    """The cases as a README table: what was wrong, and the message graphsafe gives (API wording)."""
+    """The cases as a Markdown table: what was wrong, and the message graphsafe gives (API wording)."""
     rows = ["| bad input | message |", "| --- | --- |"]
     for case in API_CASES:
         try:

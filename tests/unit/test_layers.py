@@ -1,6 +1,6 @@
 """The package's layers import one way, and a function-level import says why it is one.
 
-Layers, top to bottom (README "Layout"): the facade ``graphsafe/__init__``, ``frontend``,
+Layers, top to bottom (docs/explanation/architecture.md): the facade ``graphsafe/__init__``, ``frontend``,
 ``guard``, ``reports``, ``checker``, ``probes``, ``capture``, ``reference`` and ``flashinfer``, ``engines`` and ``strategies``,
 then the base modules (``contract``, ``findings``, ``errors``, ``values``).  An import from a lower
 layer to a higher one is allowed only with a ``# layer:`` comment on its line saying why, and at

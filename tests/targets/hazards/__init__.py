@@ -1,7 +1,7 @@
 """Hazard targets: buggy attention backends, each with a safe twin, written from the public hazard map.
 
-Every buggy class repeats one mistake that shipped in a serving engine (see
-``../shared/hazards.md``); its safe twin differs only in that mistake.
+Every buggy class repeats one mistake that shipped in a serving engine (the hazard list with its public
+references is ``docs/explanation/hazards.md``); its safe twin differs only in that mistake.
 
 * ``EXPECTED``: buggy class -> the finding kinds graphsafe should report (the root cause).
 * ``SAFE``: the safe twins (no error finding expected).

@@ -2,12 +2,12 @@
 
     python -m tests.targets.hazards.capture_order
 
-graphsafe captures every size largest first, so ``workspace.GrowingWorkspace`` (a workspace
-grown lazily to fit the batch being captured) never shows its hazard there.  This script
-captures both workspace targets with graphsafe's emulator engine in both orders, each size
+Most engines capture every size largest first, and ``workspace.GrowingWorkspace`` (a workspace
+grown lazily to fit the batch being captured) shows its hazard only when sizes are captured
+smallest first: graphsafe's ``ascending`` capture policy.  This script shows the mechanism without a
+check: it captures both workspace targets with graphsafe's emulator engine in both orders, each size
 after ``prepare(worst-case batch)`` and one eager warm-up (as graphsafe does), and prints
 ``Graph.dead_inputs()`` of every graph: the freed buffers the stale-pointer probe would report.
-It does not change graphsafe; it only calls its engine in another order.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def dead_inputs(cls: type, order: tuple[int, ...]) -> dict[int, list[str]]:
         for size in order:
             t.prepare(cls.default_spec.worst_case_batch(size, seed=7))
             t.forward()  # warm-up
-            graphs[size] = eng.capture(t.forward, pool=None, size=size)
+            graphs[size] = eng.capture(t.forward, pool=None)
     return {
         s: [f"{b.dtype} {b.nbytes} B first used at {b.first_use}" for b in g.dead_inputs()] for s, g in graphs.items()
     }

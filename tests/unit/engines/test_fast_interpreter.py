@@ -11,7 +11,7 @@ import pytest
 from tests.subprocesses import REPO, env_with_repo
 
 TRITON = tuple(int(x) for x in version("triton").split(".")[:2])
-#: graphsafe's emulator needs Triton's interpreter at 3.7 or later (README, "The CPU emulator")
+#: graphsafe's emulator needs Triton's interpreter at 3.7 or later (docs/explanation/emulator.md)
 needs_interpreter = pytest.mark.skipif(
     TRITON < (3, 7),
     reason=f"the Triton interpreter runs the reference kernels "

@@ -1,4 +1,4 @@
-"""The README's own-backend example (examples/flashinfer/my_backend.py) on the CPU stand-in: the engine that
+"""The documentation's own-backend example (examples/flashinfer/my_backend.py) on the CPU stand-in: the engine that
 keeps FlashInfer from splitting is clean, the one with a constant split size is a frozen plan value."""
 
 from __future__ import annotations
