@@ -53,6 +53,7 @@ class ExternalBuffer:
     handle: Any = None  # strong UntypedStorage (emulator only)
     first_use: str = ""
     kernels: list[str] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)  # where the captured graph's nodes point into it (graph reader)
 
     def alive(self) -> bool:
         """Does anything besides the graph still hold this memory?"""
