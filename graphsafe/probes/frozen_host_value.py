@@ -193,7 +193,7 @@ def _numerics_only(ctx: StepContext, diffs: list[dict]) -> str | None:
             return None
         how = "the graph equals eager run with the captured values, which differs from eager with this batch's"
     else:  # the captured values cannot be put back into an eager run: the graph itself as the proof
-        gev = graph_evidence(ctx)
+        gev = graph_evidence(ctx, needed=True)
         if gev is None or not gev.comparable or not gev.values_only or not gev.correct:
             return None
         if _beyond_bound(ctx, ctx.graph_live, ctx.graph_static):

@@ -63,6 +63,10 @@ void accumulate(torch::Tensor x, torch::Tensor acc, torch::Tensor out) {
   int n = out.size(0), d = out.size(1);
   gs_accumulate<<<n, d, 0, cur()>>>(x.data_ptr<float>(), acc.data_ptr<float>(), out.data_ptr<float>(), n, d);
 }
+void host_copy(torch::Tensor src, torch::Tensor dst) {
+  // dst (device) <- src (pinned host), queued on the current stream: a memcpy node when captured
+  TORCH_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyHostToDevice, cur()) == cudaSuccess);
+}
 void half_matmul(torch::Tensor a, torch::Tensor b, torch::Tensor out) {
   // out[m, n] = a[m, k] @ b[k, n], fp16, through cuBLAS directly (row-major: computed as out^T = b^T a^T)
   int m = a.size(0), k = a.size(1), n = b.size(1);
@@ -79,6 +83,7 @@ void scale_rows(torch::Tensor x, torch::Tensor out, double s);
 void spin_until(torch::Tensor flag, torch::Tensor x, torch::Tensor out, int64_t budget);
 void accumulate(torch::Tensor x, torch::Tensor acc, torch::Tensor out);
 void half_matmul(torch::Tensor a, torch::Tensor b, torch::Tensor out);
+void host_copy(torch::Tensor src, torch::Tensor dst);
 """
 
 
@@ -91,7 +96,7 @@ def ext():
         "graphsafe_test_graph_ext",
         cpp_sources=_CPP,
         cuda_sources=_CUDA,
-        functions=["gather_rows", "scale_rows", "spin_until", "accumulate", "half_matmul"],
+        functions=["gather_rows", "scale_rows", "spin_until", "accumulate", "half_matmul", "host_copy"],
         extra_ldflags=["-lcublas"],
         extra_cuda_cflags=["-O2"],
         verbose=False,
@@ -236,3 +241,26 @@ class CublasRebound(CublasSafe):
     def prepare(self, batch: Batch) -> None:
         self.write_rows(batch)
         self.a = self.x.half()  # BUG: a new tensor per step
+
+
+class HostTemporary(_Rows):
+    """forward() copies the batch's lengths (through the extension: no aten op records it) from a pinned host
+    tensor it makes on the spot: the graph copies from that temporary forever (the capture batch's lengths, until
+    the pinned block is reused)."""
+
+    expected = "stale-pointer"
+
+    def setup(self, spec: CaptureSpec, device) -> None:
+        super().setup(spec, device)
+        self.lens = torch.zeros(spec.max_reqs, dtype=torch.float32, device=device)
+        self.host_lens = [0.0] * spec.max_reqs
+
+    def prepare(self, batch: Batch) -> None:
+        self.write_rows(batch)
+        self.host_lens = [float(s) for s in batch.seq_lens] + [0.0] * (self.lens.numel() - batch.num_reqs)
+
+    def forward(self) -> torch.Tensor:
+        staged = torch.tensor(self.host_lens).pin_memory()  # BUG: a temporary the graph reads at every replay
+        self.ext.host_copy(staged, self.lens)
+        torch.mul(self.x, self.lens[:, None], out=self.out)
+        return self.out
