@@ -156,8 +156,10 @@ def map_graph(read: GraphRead, sizes: dict[int, int], paths: dict[int, list[str]
 
 def attach(gmap: GraphMap, rec: Recorder, tensors: dict[int, torch.Tensor]) -> None:
     """Add every storage of the target the graph points into (but the graph's own allocations) to ``rec``'s
-    external buffers, each with where the graph reads it: the per-step stale-pointer check then covers
-    kernels nobody wrapped, at the cost of one weak reference each."""
+    external buffers, each with where the graph points into it: the per-step stale-pointer check then covers
+    kernels nobody wrapped, at the cost of one weak reference each.  The ones only the graph shows are marked
+    ``graph_only``: an address in a kernel's parameters is no proof the kernel reads it, so the write ledger's
+    probes (lazy-init, unpersisted-metadata) do not take them for reads."""
     for key, ptrs in gmap.held().items():
         if key in rec.internal:
             continue
@@ -173,6 +175,7 @@ def attach(gmap: GraphMap, rec: Recorder, tensors: dict[int, torch.Tensor]) -> N
                 address=key,
                 weak=StorageWeakRef(s),
                 first_use=ptrs[0].where(),
+                graph_only=True,
             )
         for p in ptrs:
             if p.label not in buf.kernels:

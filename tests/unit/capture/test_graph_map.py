@@ -98,5 +98,6 @@ def test_attach_adds_the_storages_the_graph_points_into_with_where_it_reads_them
     buf = recorder.external[key]
     assert buf.kernels == ["gs_gather_rows"] and buf.refs == ["gs_gather_rows (node 0) parameter 0, bytes 0:8"]
     assert buf.alive() and buf.nbytes == x.untyped_storage().nbytes()
+    assert buf.graph_only  # an address in a parameter: checked for liveness, not taken for a read
     del x
     assert not buf.alive()  # the weak reference: nothing but the graph holds it now
