@@ -291,7 +291,8 @@ def _kernel(cu: Any, fns: _Functions, node: Any, index: int, space: Any, notes: 
     if kp and layout is not None:
         slots = (ctypes.c_void_p * len(layout)).from_address(kp) if layout else ()
         params = tuple(
-            Param(i, off, ctypes.string_at(slots[i], size) if size else b"") for i, (off, size) in enumerate(layout)
+            Param(i, off, ctypes.string_at(slots[i], size) if size and slots[i] else b"")
+            for i, (off, size) in enumerate(layout)
         )
         source = "kernelParams"
     elif extra:

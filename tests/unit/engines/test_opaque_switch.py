@@ -40,3 +40,14 @@ def test_switched_off_watch_wraps_nothing(monkeypatch):
     module = w._cached_module
     with watch(w) as found:
         assert found == 0 and w._cached_module is module
+
+
+def test_the_emulator_says_once_that_nothing_sees_kernels_outside_aten_and_triton(monkeypatch):
+    from graphsafe.engines import EmulatorEngine
+
+    x = torch.ones(2)
+    monkeypatch.setenv("GRAPHSAFE_OPAQUE", "0")
+    graph = EmulatorEngine("cpu").capture(lambda: x * 2, pool=None)
+    assert any("GRAPHSAFE_OPAQUE=0" in n for n in graph.recording.notes)
+    monkeypatch.setenv("GRAPHSAFE_OPAQUE", "1")
+    assert not EmulatorEngine("cpu").capture(lambda: x * 2, pool=None).recording.notes
