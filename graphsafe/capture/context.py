@@ -57,6 +57,7 @@ class CaptureInfo:
     launches: list[Launch]
     warmup_launches: list[Launch] = field(default_factory=list)
     warmup_kernel_writes: set = field(default_factory=set)  # (kernel, argument) pairs written in warm-up
+    graph_map: Any = None  # the graph's nodes mapped onto the target (graph_map.GraphMap), when the reader ran
 
 
 @dataclass

@@ -239,8 +239,8 @@ class Evidence:
         infos = list(ctx.session.infos.values())
         found: dict[int, list[tuple[int, int, TensorArg | None]]] = {}
         for key, buf in ctx.graph.recording.external.items():
-            if key in ctx.session.static_keys or key in info.graph_written or not buf.alive():
-                continue  # (a buffer alive but no longer reachable from the target: nothing this step writes it)
+            if key in ctx.session.static_keys or key in info.graph_written or not buf.alive() or buf.graph_only:
+                continue  # (alive but unreachable: nothing this step writes it; graph_only: an address is no read)
             stale = [
                 (lo, hi, a)
                 for lo, hi, a in self.read_regions(key)

@@ -14,6 +14,7 @@ from ..engines.recording import TensorArg
 from ..engines.userframe import user_frame_of
 from ..errors import CaptureError, GraphsafeError, TargetRaised
 from .context import CaptureContext, CaptureInfo, LearnedWrites
+from .graph_map import attach, map_graph, sizes_of
 from .ledger import Snapshot, poison_floats, prepare_writes, storages_of
 from .policies import POLICIES, CapturePolicy
 from .statewalk import paths_by_storage, storage_key, walk
@@ -161,6 +162,16 @@ class CaptureSession:
                     graph_written.update(
                         t.key for t in (v if isinstance(v, tuple) else (v,)) if isinstance(t, TensorArg)
                     )
+        paths = paths_by_storage(g)
+        gmap = None
+        if graph.read is not None:  # the graph reader: every storage the graph's nodes point into, mapped once
+            held = storages_of(g, set())
+            gmap = map_graph(graph.read, sizes_of(held), paths, graph.space)
+            attach(gmap, rec, held)
+            graph_written |= gmap.written
+            graph.host_reads = gmap.host_reads()
+            graph.space = None  # (its answers were for this capture)
+            rec.notes.extend(graph.read.notes)
         self.notes.extend(n for n in rec.notes if n not in self.notes)
         self.graphs[size] = graph
         self.infos[size] = CaptureInfo(
@@ -169,7 +180,8 @@ class CaptureSession:
             prepare_written=prepare_written,
             warmup_written=warmup_written,
             graph_written=graph_written,
-            paths=paths_by_storage(g),
+            paths=paths,
+            graph_map=gmap,
             launches=list(rec.launches),
             warmup_launches=list(wrec.launches),
             warmup_kernel_writes=set(wrec.kernel_writes),

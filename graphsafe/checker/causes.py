@@ -6,7 +6,9 @@ finding of the most specific kind its evidence proves; the others' messages stay
 supporting evidence (``details["evidence"]``).  Findings that name only an output (a symptom: an
 unwritten output, an unexplained difference, a race no buffer carries, padding with no stale buffer to
 name) join a finding that names a cause, when there is one.
-Two findings in a result therefore mean two causes.  A cause is one place in the code: paths that
+Two findings in a result therefore mean two causes.  Values frozen by one host decision (the function
+that computed them, or the kernel whose captured launch holds them) are one cause: the finding lists them
+all (``details["frozen"]``).  A cause is one place in the code: paths that
 differ only in a container index (``self.meta[1].kv`` and ``self.meta[4].kv``, one graph's metadata
 and another's) name the same cause.
 """
@@ -69,11 +71,17 @@ def _merge(group: list[Finding]) -> Finding:
     group = sorted(group, key=lambda f: (_symptom(f), _rank(f), f.examples_to_find or 1 << 30))
     head = group[0]
     seen = {(head.kind, head.where)}
+    also = []  # values of the same kind the same cause froze elsewhere (another argument, a branch)
     for other in group[1:]:
         if (other.kind, other.where) in seen:
             continue
         seen.add((other.kind, other.where))
         head.details.setdefault("evidence", []).append(_evidence(other))
+        if other.kind == head.kind == FindingKind.FROZEN_HOST_VALUE:
+            also.append(other.where)
+    if also:
+        head.details["frozen"] = [head.where, *also]
+        head.message += f"; the same host decision also froze: {', '.join(also)}"
     return head
 
 

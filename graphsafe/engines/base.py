@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -47,6 +47,9 @@ class Graph:
     single: bool = False  # forward() returned one tensor, not a tuple
     size: int = 0  # request slots (set by the capture session)
     poison_views: list | None = None  # byte views of the floating outputs, made at the first replay (StepContext)
+    read: Any = None  # the graph's nodes as the graph reader read them (a GraphRead), when it could
+    space: Any = None  # the address space that read them (an AddressSpace), until the capture maps them
+    host_reads: list = field(default_factory=list)  # host memory the graph reads that the target does not hold
 
     @property
     def returned(self) -> torch.Tensor | tuple[torch.Tensor, ...]:
@@ -88,6 +91,10 @@ class Engine:
 
     def capture(self, fn: Callable[[], Any], *, pool: Any) -> Graph:  # pragma: no cover
         raise NotImplementedError
+
+    def rehearse(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` once eagerly, as a capture's warm-up does, recording nothing."""
+        fn()
 
     def synchronize(self) -> None:
         """Wait for the device (the emulator runs on a GPU when kernels are compiled for one); a replay

@@ -10,6 +10,8 @@ from typing import Any
 import torch
 
 from ..errors import CaptureError, UsageError
+from . import graph_reader
+from .addresses import AddressSpace
 from .base import Engine, Graph, as_outputs
 from .recording import Recorder
 from .userframe import user_frame_of
@@ -29,6 +31,8 @@ class CudaEngine(Engine):
         if self._device.index is None:
             self._device = torch.device("cuda", torch.cuda.current_device())
         self._stream: torch.cuda.Stream | None = None  # the side stream captures run on (made at the first)
+        #: why captures are not read back (None: every capture is, see graph_reader)
+        self.reader_off: str | None = graph_reader.unavailable()
 
     @property
     def device(self) -> torch.device:
@@ -87,7 +91,7 @@ class CudaEngine(Engine):
         before capture unless ``torch.compiler.config.force_cudagraph_gc`` is
         set, so the collector is switched off for the capture instead.
         """
-        graph = torch.cuda.CUDAGraph()
+        graph = self._new_graph()
         rec = Recorder("capture")
         if self._stream is None:
             self._stream = torch.cuda.Stream(self._device)
@@ -108,9 +112,46 @@ class CudaEngine(Engine):
             if collecting:
                 gc.enable()
         torch.cuda.synchronize(self._device)
-        return Graph(
+        result = Graph(
             outs, rec, graph.replay, single=isinstance(out, torch.Tensor)
         )  # the bound replay keeps the CUDAGraph alive
+        self._read(graph, result)
+        return result
+
+    def _new_graph(self) -> torch.cuda.CUDAGraph:
+        """A graph that keeps its ``cudaGraph_t`` for the reader, when it is on (torch >= 2.11 has the option)."""
+        if self.reader_off is None:
+            try:
+                return torch.cuda.CUDAGraph(keep_graph=True)
+            except TypeError:
+                self.reader_off = (
+                    f"the graph reader needs torch.cuda.CUDAGraph(keep_graph=True) (torch {torch.__version__})"
+                )
+        return torch.cuda.CUDAGraph()
+
+    def _read(self, graph: torch.cuda.CUDAGraph, result: Graph) -> None:
+        """Read ``graph``'s nodes into ``result`` (once per capture), then instantiate it for replay; a note
+        instead when the reader is off or fails."""
+        if self.reader_off is not None:
+            result.recording.notes.append(f"graph reader off: {self.reader_off}")
+            return
+        space = AddressSpace()
+        try:
+            result.read = graph_reader.read_graph(graph.raw_cuda_graph(), space)
+            result.space = space
+        except Exception as e:  # noqa: BLE001 - an unreadable graph still replays; findings then come without it
+            result.recording.notes.append(f"graph reader: a captured graph could not be read ({type(e).__name__}: {e})")
+        graph.instantiate()
+
+    def rehearse(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` once eagerly as a capture's warm-up does (on a side stream), recording nothing."""
+        torch.cuda.synchronize(self._device)
+        side = torch.cuda.Stream(self._device)
+        side.wait_stream(torch.cuda.current_stream(self._device))
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream(self._device).wait_stream(side)
+        torch.cuda.synchronize(self._device)
 
     def healthy(self) -> bool:
         """False when the context can no longer run work: a capture left open, a sticky device error

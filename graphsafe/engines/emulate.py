@@ -29,7 +29,7 @@ import torch
 from ..contract import emulated_capture
 from . import replay_clock, triton_env
 from .base import Engine, Graph, as_outputs
-from .recording import Recorder
+from .recording import Recorder, opaque_enabled
 
 __all__ = ["EmulatorEngine", "fast_interpreter"]
 
@@ -144,6 +144,11 @@ class EmulatorEngine(Engine):
             out = fn()
             outs = as_outputs(out)
         program = list(rec.program)
+        if not opaque_enabled():  # nothing else could see a kernel outside aten and Triton here
+            rec.notes.append(
+                "graph reader off on the emulator (it reads CUDA graphs) and GRAPHSAFE_OPAQUE=0: kernels outside "
+                "aten and Triton are not seen"
+            )
 
         def replay() -> None:
             for step in program:

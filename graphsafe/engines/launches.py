@@ -53,6 +53,10 @@ class ExternalBuffer:
     handle: Any = None  # strong UntypedStorage (emulator only)
     first_use: str = ""
     kernels: list[str] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)  # where the captured graph's nodes point into it (graph reader)
+    #: found only by the graph reader: an address in a kernel's parameters, which says neither that the kernel
+    #: reads it in this configuration nor whether it writes it (checked for liveness, not read by the ledger)
+    graph_only: bool = False
 
     def alive(self) -> bool:
         """Does anything besides the graph still hold this memory?"""

@@ -22,6 +22,7 @@ a capture froze (the frozen-host-value probe's control for a value that changes 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ __all__ = [
     "freeze",
     "active",
     "opaque_call",
+    "opaque_enabled",
     "Override",
 ]
 
@@ -76,6 +78,13 @@ def _schema_writes(func) -> tuple[str, ...]:
     return tuple(out)
 
 
+def opaque_enabled() -> bool:
+    """False when ``GRAPHSAFE_OPAQUE=0``: every :func:`opaque_call` (and ``graphsafe.flashinfer.watch``) is then a
+    plain call that records nothing, so that only what graphsafe sees by itself (the aten dispatcher, Triton,
+    and on the CUDA engine the graph reader) explains a target.  Read at every call (a test can switch it)."""
+    return os.environ.get("GRAPHSAFE_OPAQUE", "1") != "0"
+
+
 def opaque_call(
     name: str,
     fn: Callable[..., Any],
@@ -93,7 +102,8 @@ def opaque_call(
     learned during warm-up, as for a Triton kernel), every other argument a host value the capture
     freezes, named by ``arg_names`` (``arg<i>`` past its end; a ``None`` name leaves the argument
     out of the record) or by its keyword.  ``host_values`` adds values the call depends on that are
-    not plain arguments (the fields of a plan, say).  Outside a capture it is just the call.  The CPU
+    not plain arguments (the fields of a plan, say).  Outside a capture, or with ``GRAPHSAFE_OPAQUE=0``
+    (:func:`opaque_enabled`), it is just the call.  The CPU
     emulator replays the call with the arguments it was captured with, so ``fn`` must take
     everything it uses as arguments.
 
@@ -103,7 +113,7 @@ def opaque_call(
                                     arg_names=("q", "kv_cache", "plan_info", "out"))
     """
     rec = getattr(_local, "recorder", None)
-    if rec is None or rec.suspended or triton_env.autotune_benchmarking():
+    if rec is None or rec.suspended or triton_env.autotune_benchmarking() or not opaque_enabled():
         return fn(*args, **kwargs)
     return rec._on_opaque(name, fn, args, kwargs, tuple(arg_names), dict(host_values or {}))
 

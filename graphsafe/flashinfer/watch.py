@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..engines.recording import opaque_call
+from ..engines.recording import opaque_call, opaque_enabled
 
 __all__ = ["watch", "PLAN_INFO_FIELDS"]
 
@@ -189,13 +189,17 @@ class _Watched:
 @contextlib.contextmanager
 def watch(wrapper: Any) -> Iterator[int]:
     """Inside this block, ``wrapper``'s kernel-module calls are recorded launches (see the module
-    docstring); yields how many kernel modules it found (0: nothing of this wrapper will be seen).
+    docstring); yields how many kernel modules it found (0: nothing of this wrapper will be seen; always 0
+    with ``GRAPHSAFE_OPAQUE=0``).
 
     Example::
 
         with graphsafe.flashinfer.watch(decode_wrapper):
             decode_wrapper.run(q, (k_cache, v_cache), out=out)
     """
+    if not opaque_enabled():  # GRAPHSAFE_OPAQUE=0: the graph reader alone must see the wrapper's kernels
+        yield 0
+        return
     family = _family(wrapper)
     swapped = []
     for holder in (wrapper, getattr(wrapper, "_planned_backend", None)):

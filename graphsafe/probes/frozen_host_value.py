@@ -33,6 +33,7 @@ import torch
 
 from ..capture.compare import compare
 from ..capture.context import StepContext
+from ..capture.graph_evidence import graph_evidence
 from ..engines.recording import Launch, Override, TensorArg
 from ..findings import Finding, FindingKind, Mismatch
 
@@ -161,13 +162,11 @@ def _overrides(diffs: list[dict]) -> tuple[Override, ...] | None:
     )
 
 
-def _beyond_bound(run, ctx: StepContext) -> list[Mismatch]:
-    """Where ``run`` (eager at the captured values) differs from eager at the needed ones by more than
-    :func:`numerics_bound`; live outputs and static state."""
-    pairs = [(f"output[{i}]", a, b) for i, (a, b) in enumerate(zip(run.live, ctx.eager_live))]
-    pairs += [
-        (f"static[{k!r}]", a, ctx.eager_static[k]) for k, a in (run.static or {}).items() if k in ctx.eager_static
-    ]
+def _beyond_bound(ctx: StepContext, live: list, static: dict) -> list[Mismatch]:
+    """Where ``live`` and ``static`` (a run at the captured values) differ from eager at the needed ones by more
+    than :func:`numerics_bound`."""
+    pairs = [(f"output[{i}]", a, b) for i, (a, b) in enumerate(zip(live, ctx.eager_live))]
+    pairs += [(f"static[{k!r}]", a, ctx.eager_static[k]) for k, a in static.items() if k in ctx.eager_static]
     out = []
     for name, a, b in pairs:
         if a.shape != b.shape or not b.dtype.is_floating_point or b.numel() == 0:
@@ -184,39 +183,76 @@ def _beyond_bound(run, ctx: StepContext) -> list[Mismatch]:
 def _numerics_only(ctx: StepContext, diffs: list[dict]) -> str | None:
     """The info message when the frozen values only change rounding (module docstring), else None."""
     overrides = _overrides(diffs)
-    if overrides is None:
-        return None
-    run = ctx.evidence.scratch_overridden(overrides)
-    if run.overridden != len(overrides):
-        return None  # the eager run did not launch what the capture did: nothing proved
-    if ctx.comparator.step(ctx.graph_live, run.live, ctx.graph_static, run.static or {}, ctx.batch):
-        return None  # the graph differs from eager at the captured values too: something else is wrong
-    if _beyond_bound(run, ctx):
-        return None
+    if overrides is not None:
+        run = ctx.evidence.scratch_overridden(overrides)
+        if run.overridden != len(overrides):
+            return None  # the eager run did not launch what the capture did: nothing proved
+        if ctx.comparator.step(ctx.graph_live, run.live, ctx.graph_static, run.static or {}, ctx.batch):
+            return None  # the graph differs from eager at the captured values too: something else is wrong
+        if _beyond_bound(ctx, run.live, run.static or {}):
+            return None
+        how = "the graph equals eager run with the captured values, which differs from eager with this batch's"
+    else:  # the captured values cannot be put back into an eager run: the graph itself as the proof
+        gev = graph_evidence(ctx, needed=True)
+        if gev is None or not gev.comparable or not gev.values_only or not gev.correct:
+            return None
+        if _beyond_bound(ctx, ctx.graph_live, ctx.graph_static):
+            return None
+        how = (
+            f"this batch's own graph differs from the replayed one only in {len(gev.diffs)} frozen value(s) and "
+            "replays as eager does; the replayed graph differs from eager"
+        )
     worst = max(ctx.mismatches, key=lambda m: m.max_abs if not math.isnan(m.max_abs) else math.inf)
     return (
-        f"; numerics only: the graph equals eager run with the captured values, which differs from eager with "
-        f"this batch's by at most {worst.max_abs:.3g} (relative {worst.max_rel:.3g}) in {worst.tensor}, within "
-        "the output dtype's resolution (or TF32 rounding for fp32 on a GPU); use Tolerance(bitwise=True) where "
-        "results must be batch-invariant"
+        f"; numerics only: {how} by at most {worst.max_abs:.3g} (relative {worst.max_rel:.3g}) in {worst.tensor}, "
+        "within the output dtype's resolution (or TF32 rounding for fp32 on a GPU); use Tolerance(bitwise=True) "
+        "where results must be batch-invariant"
     )
 
 
-def run(ctx: StepContext) -> Finding | None:
+def _host_decision(where: str) -> str:
+    """The host code that chose a frozen value: ``file in function`` of the launch's line (one decision can freeze
+    several values, in several launches of one function), or the kernel a graph node names."""
+    if where.startswith("graph node"):
+        return where
+    file_line, _, func = where.partition(" in ")
+    return f"{file_line.rsplit(':', 1)[0]} in {func}" if func else where
+
+
+def _diffs(ctx: StepContext) -> tuple[list[dict], str]:
+    """The frozen values this step shows, and where they were seen: the recorded launches against an eager run
+    of this batch (with the control), else, on the CUDA engine, the graph against this batch's own graph."""
     diffs = diff_launches(ctx.info.launches, ctx.evidence.scratch.launches)
-    if not diffs:
-        return None
     # the control: eager on the capture batch itself must launch what the capture did; if it does not,
     # the capture differs from eager whatever the batch (a branch on capturing(), a skipped planner)
-    if diff_launches(ctx.info.launches, ctx.evidence.capture_batch_launches):
+    if diffs and not diff_launches(ctx.info.launches, ctx.evidence.capture_batch_launches):
+        return diffs, "launches"
+    gev = graph_evidence(ctx)
+    if gev is None or not gev.comparable or not gev.diffs:
+        return [], ""
+    out = sorted(gev.diffs, key=lambda d: d["kind"] != "branch")
+    for d in out:
+        d["substitute"] = False
+    return out, "graph"
+
+
+def run(ctx: StepContext) -> Finding | None:
+    diffs, seen = _diffs(ctx)
+    if not diffs:
         return None
     d = diffs[0]
-    if d["kind"] == "branch":
+    if d["kind"] == "branch" and seen == "launches":
         msg = (
             f"the graph froze a Python branch: capture launched {d['captured']}, this batch runs {d['needed']} "
             f"(at {d['where']})"
         )
-        where, cause = f"{d['kernel']} <launch sequence>", f"branch:{d['where']}"
+        where = f"{d['kernel']} <launch sequence>"
+    elif d["kind"] == "branch":
+        msg = (
+            f"the graph froze a branch: it launches {d['captured']} where a capture of this batch launches "
+            f"{d['needed']} (at {d['where']})"
+        )
+        where = f"{d['kernel']} <launch sequence>"
     else:
         msg = (
             f"{d['kernel']} {d['argument']}: captured {d['captured']}, this batch needs {d['needed']} (at {d['where']})"
@@ -226,11 +262,14 @@ def run(ctx: StepContext) -> Finding | None:
                 f"{x['kernel']}.{x['argument']}" for x in diffs[1:4]
             )
         where = f"{d['kernel']}.{d['argument']}"
-        cause = f"argument:{where}"
+    if seen == "graph":
+        msg += " (read from the captured graph: a capture of this batch holds the other value)"
+    cause = "host:" + (_host_decision(d["where"]) if seen == "launches" else f"kernel {d['kernel']}")
     severity = "error"
     if d["kind"] != "branch" and not ctx.comparator.tolerance.bitwise:
         note = _numerics_only(ctx, diffs)
         if note is not None:
             severity, msg = "info", msg + note
-    details = {"diffs": [{k: v for k, v in x.items() if k != "value"} for x in diffs[:10]]}
+    details = {"diffs": [{k: v for k, v in x.items() if k not in ("value", "chunks")} for x in diffs[:10]]}
+    details["seen_in"] = seen
     return Finding(kind=KIND, message=msg, where=where, details=details, cause=cause, severity=severity)

@@ -8,11 +8,23 @@ went is named when it can be found: a rebound attribute, the other copy in the s
 buffer at the same path but for a container index, or what an eager run of this batch reads at
 the same kernel argument.  A region nothing but ``setup()`` ever wrote counts only with such a
 place: a table of constants is no metadata.
+
+Two more shapes of the same mistake, found where the graph reader maps the graph's addresses:
+
+* **Two writers.** A region the graph reads that this step's ``prepare`` wrote twice, the later statement
+  overwriting what the earlier one wrote there (two plans into one workspace, the later one for another
+  layer group or graph): the finding names the region and both statements (:mod:`graphsafe.capture.writers`).
+* **A buffer carried from replay to replay.** A buffer the graph reads before writing it that neither this
+  step's ``prepare`` nor anything in the graph resets (an accumulator that is neither static nor an
+  output): every replay starts from what the last one left.
 """
 
 from __future__ import annotations
 
 from ..capture.context import StepContext
+from ..capture.evidence import carried_inputs
+from ..capture.regions import byte_region, tensor_args
+from ..capture.writers import trace_writes
 from ..findings import Finding, FindingKind
 
 KIND = FindingKind.UNPERSISTED_METADATA
@@ -25,6 +37,9 @@ def run(ctx: StepContext) -> Finding | None:
     moved: dict[int, list[str]] = {r.key: ev.rebound([r.key]) + ev.moved_to(r) for r in reads}
     hits = [r for r in reads if r.origin == "earlier-prepare" or moved[r.key]]
     if not hits:
+        found = _overwritten(ctx) or _carried(ctx)
+        if found is not None:
+            return found
         ev.note(
             KIND.value,
             f"every region the graph reads held this batch's values after prepare() "
@@ -51,4 +66,106 @@ def run(ctx: StepContext) -> Finding | None:
         where=first.path,
         details={"buffers": [r.path for r in hits], "new": went, "origin": first.origin},
         cause="buffer:" + (ctx.info.paths.get(first.key) or [first.path.split(", ")[0]])[0],
+    )
+
+
+def _readers(ctx: StepContext) -> dict[int, dict[int, set]]:
+    """storage key -> byte offset -> the launches and graph nodes that start reading it there."""
+    out: dict[int, dict[int, set]] = {}
+    for i, launch in enumerate(ctx.info.launches):
+        for v in tensor_args(launch) if launch.device_work else ():
+            r = byte_region(v)
+            if r is not None:
+                out.setdefault(v.key, {}).setdefault(r[0], set()).add(("launch", i))
+    gmap = ctx.info.graph_map
+    for key, ptrs in (gmap.held() if gmap is not None else {}).items():
+        for p in ptrs:
+            out.setdefault(key, {}).setdefault(p.at, set()).add(("node", p.node))
+    return out
+
+
+def _fill(write, lo: int, hi: int) -> bool:
+    """Did ``write`` put one repeated value into ``[lo, hi)`` (a zero_() or fill_(), not a schedule)?"""
+    vals = write.after[lo:hi][write.mask[lo:hi]]
+    if vals.numel() % 4 == 0 and vals.numel():
+        vals = vals.view(-1, 4)
+        return bool((vals == vals[:1]).all())
+    return bool((vals == vals[:1]).all()) if vals.numel() else True
+
+
+def _overwritten(ctx: StepContext) -> Finding | None:
+    """A region two parts of the graph read (two layer groups' kernels, say) that two statements of this step's
+    prepare wrote, the later over the earlier: each part was captured to read its own writer's values there."""
+    ev = ctx.evidence
+    readers = _readers(ctx)
+    offsets = {k: [at for at, who in by.items() if len(who) > 1] for k, by in readers.items()}
+    keys = [k for k in ev.graph_read_tensors if offsets.get(k) and ev.ledger.written(k)]
+    if not keys:
+        return None
+    target = ctx.session.target
+    writes = trace_writes(
+        target,
+        lambda: target.prepare(ctx.padded_batch),
+        {k: ev.graph_read_tensors[k] for k in keys},
+    )
+    for key in keys:
+        mine = [w for w in writes if w.key == key]
+        for at in sorted(offsets[key]):
+            hit = [w for w in mine if bool(w.mask[at : at + 4].any())]
+            for i, first in enumerate(hit):
+                later = next((w for w in hit[i + 1 :] if w.label != first.label), None)
+                if later is None:
+                    continue
+                run = first.mask[at:]
+                hi = at + (int((~run).nonzero()[0]) if bool((~run).any()) else run.numel())
+                if (
+                    _fill(first, at, hi)
+                    or _fill(later, at, hi)
+                    or bool((first.after[at:hi] == later.after[at:hi]).all())
+                ):
+                    continue
+                name = ev.name(key, at, hi)
+                return Finding(
+                    kind=KIND,
+                    message=(
+                        f"the graph reads {name}, which this step's prepare() wrote twice: {first.label} "
+                        f"(`{first.source}`) wrote it, then {later.label} (`{later.source}`) overwrote it, so the "
+                        "graph reads the later write's values where it captured the earlier's place (give each "
+                        "writer a buffer of its own)"
+                    ),
+                    where=name,
+                    details={"buffers": [name], "writers": [first.label, later.label], "origin": "overwritten"},
+                    cause="buffer:" + (ctx.info.paths.get(key) or [name])[0],
+                )
+    return None
+
+
+def _carried(ctx: StepContext) -> Finding | None:
+    """A buffer only the graph reader sees (no recorded launch reads it) that the graph reads before writing and
+    nothing resets between replays."""
+    ev, gmap = ctx.evidence, ctx.info.graph_map
+    if gmap is None:
+        return None
+    outputs = {t.untyped_storage().data_ptr() for t in ctx.graph.outputs}
+    seen = {v.key for launch in ctx.info.launches for v in tensor_args(launch)}  # (the recorder's probes judge those)
+    keys = [
+        k
+        for k in gmap.held()
+        if k in ev.graph_read_tensors and k not in outputs and k not in seen and not ev.ledger.written(k)
+    ]
+    keys = [k for k in keys if k in ev._replay_writes(set(keys))]
+    carried = carried_inputs(ctx, keys) if keys else []
+    if not carried:
+        return None
+    names = [", ".join(ctx.info.paths.get(k) or [hex(k)]) for k in carried]
+    return Finding(
+        kind=KIND,
+        message=(
+            f"the graph reads and writes {', '.join(names)} and reads it before writing, but neither prepare() nor "
+            "the graph resets it: every replay starts from what the one before left (an accumulator that is "
+            "neither static nor an output; reset it in prepare() or inside forward())"
+        ),
+        where=names[0],
+        details={"buffers": names, "carried": names, "origin": "carried"},
+        cause="buffer:" + names[0].split(", ")[0],
     )

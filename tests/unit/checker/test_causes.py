@@ -73,3 +73,13 @@ def test_one_buffer_path_in_several_graphs_entries_is_one_cause():
     size_4 = finding(FindingKind.STALE_POINTER, "self.meta[4].kv", "buffer:self.meta[4].kv", examples=5)
     [one] = group_by_cause([size_4, size_1])
     assert one.where == "self.meta[1].kv" and one.details["evidence"][0]["where"] == "self.meta[4].kv"
+
+
+def test_values_one_host_decision_froze_are_one_finding_that_lists_them_all():
+    where = "host:graphsafe/reference/_common.py in latent_attention"
+    split = finding(FindingKind.FROZEN_HOST_VALUE, "k.split_len", where, examples=2)
+    branch = finding(FindingKind.FROZEN_HOST_VALUE, "combine <launch sequence>", where, examples=5)
+    [one] = group_by_cause([branch, split])
+    assert one.where == "k.split_len"
+    assert one.details["frozen"] == ["k.split_len", "combine <launch sequence>"]
+    assert "also froze: combine <launch sequence>" in one.message
