@@ -379,6 +379,49 @@ def _suite_timeline(d: dict[str, Any]) -> list[Table]:
     return [Table("Phases of a run", header, rows, lines)]
 
 
+def _opaque_off(d: dict[str, Any]) -> list[Table]:
+    lines = [
+        f"`benchmarks/opaque_off.py`: every FlashInfer target, variant and graph-reader target with `{d['opaque']}` "
+        f"(no `opaque_call` or `watch`: only the dispatcher, Triton and the graph reader see the backend), "
+        f"`{d['capture']}` capture, seed {d['seed']}."
+    ]
+    if d.get("note"):
+        lines.append(d["note"])
+    rows = [
+        [
+            f"`{r['target']}`",
+            ", ".join(r["expected"]) or "none",
+            ", ".join(r["found"]) or "none",
+            _short("; ".join(r.get("names") or []) or "-", 60),
+        ]
+        for r in d["rows"]
+    ]
+    return [Table("Verdicts with opaque calls off", ["target", "expected", "found", "names"], rows, lines)]
+
+
+def _graph_reader(d: dict[str, Any]) -> list[Table]:
+    lines = [
+        f"`benchmarks/graph_reader.py`: what reading every captured graph back costs, {d['examples']} examples, "
+        f"best of {d['repeat']}."
+    ]
+    rows = []
+    for r in d["rows"]:
+        on, off = r["on"], r["off"]
+        rows.append(
+            [
+                f"`{r['target']}`",
+                _num(on["seconds_per_capture"] * 1e3),
+                _num(off["seconds_per_capture"] * 1e3),
+                _num(on.get("read_ms")),
+                _num(on.get("map_ms")),
+                f"{_num(on['dead_inputs_us'])} / {_num(off['dead_inputs_us'])}",
+                f"{_num(on['check_seconds'])} / {_num(off['check_seconds'])}",
+            ]
+        )
+    header = ["target", "capture ms, on", "capture ms, off", "read ms", "map ms", "per-step check us", "check s"]
+    return [Table("Reader on and off", header, rows, lines)]
+
+
 #: file-name pattern -> renderer (the first match wins)
 RENDERERS: list[tuple[str, Callable[[dict[str, Any]], list[Table]]]] = [
     (r"detection-.*\.json", _detection),
@@ -387,8 +430,10 @@ RENDERERS: list[tuple[str, Callable[[dict[str, Any]], list[Table]]]] = [
     (r"engine-table-.*\.json", _engine_table),
     (r"flashinfer-.*\.json", _flashinfer),
     (r"gpu-sharing-.*\.json", _gpu_sharing),
+    (r"graph-reader-.*\.json", _graph_reader),
     (r"guard-overhead-.*\.json", _guard_overhead),
     (r"hypothesis-floor-.*\.json", _hypothesis_floor),
+    (r"opaque-off-.*\.json", _opaque_off),
     (r"plugin-startup-.*\.json", _plugin_startup),
     (r"scaling-.*\.json", _scaling),
     (r"state-size-.*\.json", _state_size),
