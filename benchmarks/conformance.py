@@ -10,7 +10,8 @@ The cases are ``tests/targets/conformance`` (each one op or a short idiom inside
 differs).  ``--engine cuda`` writes ``benchmarks/results/conformance-cuda-gpu.json``: ``machine`` and one
 entry per case with ``cuda`` (CUDA's verdict) and ``cuda_engine`` (graphsafe's CUDA engine).
 ``--engine emulate`` writes ``conformance-emulate-cpu.json`` and prints every case where the emulator and
-the table disagree, with the listed exceptions (``tests/targets/conformance/limits.py``) apart.
+the table disagree, with the listed exceptions (``tests/targets/conformance/limits.py``) apart (exit 1 on a
+disagreement).  A run of some cases (``--only``) writes its JSON only where ``--out`` says.
 """
 
 from __future__ import annotations
@@ -53,7 +54,14 @@ def _entries(names: list[str], columns: dict[str, dict[str, dict]]) -> list[dict
     return out
 
 
-def run_cuda(names: list[str], timeout: float, out_dir: str | None) -> None:
+def _write(name: str, data: dict, out_dir: str | None, partial: bool) -> None:
+    if partial and out_dir is None:  # a run of some cases never replaces the whole table
+        print(f"{name}: --only ran {data['summary']['cases']} cases; not written (give --out DIR to keep them)")
+        return
+    _util.write(name, data, out_dir)
+
+
+def run_cuda(names: list[str], timeout: float, out_dir: str | None, partial: bool = False) -> None:
     from tests.targets.conformance.pool import run_isolated
 
     items = [(n, how) for n in names for how in ("cuda-engine", "cuda")]
@@ -81,9 +89,8 @@ def run_cuda(names: list[str], timeout: float, out_dir: str | None) -> None:
         "seconds": round(secs, 1),
     }
     print(json.dumps(summary))
-    _util.write(
-        "conformance-cuda", {"summary": summary, "cases": _entries(names, {"cuda": cuda, "cuda_engine": eng})}, out_dir
-    )
+    data = {"summary": summary, "cases": _entries(names, {"cuda": cuda, "cuda_engine": eng})}
+    _write("conformance-cuda", data, out_dir, partial)
 
 
 def agreement(emulated: dict[str, dict], table: dict[str, dict]) -> dict:
@@ -106,7 +113,7 @@ def agreement(emulated: dict[str, dict], table: dict[str, dict]) -> dict:
     return {"rows": rows, "counts": dict(Counter(rows.values())), "false_findings": false}
 
 
-def run_emulate(names: list[str], out_dir: str | None) -> int:
+def run_emulate(names: list[str], out_dir: str | None, partial: bool = False) -> int:
     from graphsafe.engines import get_engine
 
     engine = get_engine("emulate")
@@ -129,7 +136,9 @@ def run_emulate(names: list[str], out_dir: str | None) -> int:
         {"false_findings": agree["false_findings"], "seconds": round(secs, 1), "table": TABLE.name if table else None}
     )
     print(json.dumps(summary))
-    _util.write("conformance-emulate", {"summary": summary, "cases": _entries(names, {"emulate": emulated})}, out_dir)
+    _write(
+        "conformance-emulate", {"summary": summary, "cases": _entries(names, {"emulate": emulated})}, out_dir, partial
+    )
     return 1 if agree["counts"].get("disagree") or agree["false_findings"] else 0
 
 
@@ -145,9 +154,9 @@ def main() -> int:
         print(f"no case matches {a.only}", file=sys.stderr)
         return 2
     if a.engine == "cuda":
-        run_cuda(names, a.timeout, a.out)
+        run_cuda(names, a.timeout, a.out, partial=bool(a.only))
         return 0
-    return run_emulate(names, a.out)
+    return run_emulate(names, a.out, partial=bool(a.only))
 
 
 if __name__ == "__main__":

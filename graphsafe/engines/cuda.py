@@ -11,6 +11,7 @@ import torch
 
 from ..errors import CaptureError, UsageError
 from .base import Engine, Graph, as_outputs
+from .host import HostMemory
 from .recording import Recorder
 from .userframe import user_frame_of
 
@@ -88,7 +89,7 @@ class CudaEngine(Engine):
         set, so the collector is switched off for the capture instead.
         """
         graph = torch.cuda.CUDAGraph()
-        rec = Recorder("capture")
+        rec = Recorder("capture", host=HostMemory(self._device))  # CPU tensors are host memory
         if self._stream is None:
             self._stream = torch.cuda.Stream(self._device)
         torch.cuda.synchronize(self._device)

@@ -114,9 +114,9 @@ class Recorder:
     through meanwhile and finds the inner recorder in ``inner`` afterwards.
     ``overrides`` (observe mode only): :class:`Override` values Triton launches run with instead of
     their own; ``overridden`` counts the ones applied.
-    ``host``: which tensors are host memory (:class:`~graphsafe.engines.host.HostMemory`; by default their
-    device says so).  Ops on host memory only are no device work: not recorded as memory the graph reads,
-    not replayed; in emulate mode every op is held to :func:`~graphsafe.engines.capture_rules.refusal`.
+    ``host``: which tensors are host memory (:class:`~graphsafe.engines.host.HostMemory`; by default none
+    is, whatever its device).  Ops on host memory only are no device work: not recorded as memory the graph
+    reads, not replayed; in emulate mode every op is held to :func:`~graphsafe.engines.capture_rules.refusal`.
     """
 
     def __init__(
@@ -154,7 +154,7 @@ class Recorder:
         self._overrides = {(o.kernel, o.occurrence, o.argument): o.value for o in overrides}
         self._occurrences: dict[str, int] = {}  # kernel -> launches seen (for overrides)
         self.overridden = 0
-        self.host = host if host is not None else HostMemory(torch.device("cuda"))
+        self.host = host if host is not None else HostMemory(torch.device("cpu"))  # knows of no host memory
 
     # -- context -----------------------------------------------------------------
     def __enter__(self) -> Recorder:

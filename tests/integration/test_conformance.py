@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE = json.loads((ROOT / "benchmarks" / "results" / "conformance-cuda-gpu.json").read_text())
 CUDA = {c["name"]: c["cuda"] for c in TABLE["cases"]}
 DOCS = ROOT / "docs" / "explanation" / "emulator-conformance.md"
+#: were the corpus's Triton kernels defined for the interpreter (a machine without a GPU)?  Decided at import,
+#: before an engine of this module switches the interpreter on for later kernels
+INTERPRETED = interpreter_active()
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,7 @@ def emulator():
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_emulator_gives_cudas_verdict(name, emulator):
     cuda = CUDA[name]
-    if CASES[name].family == "triton" and not interpreter_active():
+    if CASES[name].family == "triton" and not INTERPRETED:
         pytest.skip("Triton kernels here are compiled for the GPU; the CPU emulator runs them under the interpreter")
     if cuda["verdict"] == "unavailable":
         pytest.skip(f"not measured on the GPU: {cuda['why']}")
