@@ -135,7 +135,10 @@ class HostMemory:
 
     # -- where a result lives ----------------------------------------------------------------------------
     def names_host(self, device: Any) -> bool:
-        """Does a ``device`` argument name host memory?  On the emulator only the string "cpu" does."""
+        """Does a ``device`` argument (or a tensor ``.to()`` is given) name host memory?  On the emulator only
+        the string "cpu" does."""
+        if isinstance(device, torch.Tensor):
+            return self.is_host(device)
         if self.emulated:
             return isinstance(device, str) and device.split(":")[0] == "cpu"
         return torch.device(device).type == "cpu"
@@ -174,7 +177,7 @@ def _target(args: tuple, kwargs: dict) -> tuple[Any, bool]:
         if isinstance(a, (str, torch.device)) and device is None:
             device = a
         elif isinstance(a, torch.Tensor) and device is None:
-            device = a.device
+            device = a  # .to(other): where other is
         elif isinstance(a, bool):
             non_blocking = a
             break
@@ -209,7 +212,8 @@ class _Watch(TorchFunctionMode):
         mem = self.mem
         name = getattr(func, "__name__", repr(func))
         if func in _DATA:
-            data = args[0] if func is not torch.Tensor.new_tensor else args[1] if len(args) > 1 else kwargs.get("data")
+            pos = 1 if func is torch.Tensor.new_tensor else 0
+            data = args[pos] if len(args) > pos else kwargs.get("data", kwargs.get("obj"))
             device = kwargs.get("device")
             if func is torch.Tensor.new_tensor and device is None:
                 on_device = not mem.is_host(args[0])
@@ -260,6 +264,8 @@ class _Watch(TorchFunctionMode):
             self._check_copy(src, to_device, non_blocking, ".to()")
         rest = {k: v for k, v in kwargs.items() if k not in ("device", "non_blocking", "copy")}
         dtype = next((a for a in args[1:] if isinstance(a, torch.dtype)), rest.pop("dtype", None))
+        if isinstance(device, torch.Tensor):
+            dtype = dtype or device.dtype
         out = torch.empty(src.shape, dtype=dtype or src.dtype, device=src.device)  # (empty_like would be host work)
         if not to_device:
             mem.mark(out, pinned=non_blocking)  # a non-blocking copy to the host lands in pinned memory
