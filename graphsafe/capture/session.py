@@ -103,7 +103,8 @@ class CaptureSession:
         self._learned = known_writes.copy() if known_writes is not None else LearnedWrites()
         self.target = target_cls()
         with torch.no_grad():
-            call_target("setup(spec, device)", self.target.setup, spec, engine.device)
+            with engine.host_memory():
+                call_target("setup(spec, device)", self.target.setup, spec, engine.device)
             self.static_keys = static_keys(self.target)
             self.pool = engine.new_pool()
             support = support if support is not None else Support(getattr(target_cls, "support", Target.support))
@@ -134,7 +135,8 @@ class CaptureSession:
     def _capture(self, size: int, batch: Batch) -> None:
         g, eng = self.target, self.engine
         before = Snapshot(storages_of(g, self.static_keys))
-        call_target("prepare(batch)", g.prepare, batch)
+        with eng.host_memory():
+            call_target("prepare(batch)", g.prepare, batch)
         now = storages_of(g, self.static_keys)
         prepare_written = before.changed() | (set(now) - set(before.tensors))
         pre_warm = Snapshot(now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,11 @@ class Engine:
 
     def new_pool(self) -> Any:
         return None
+
+    def host_memory(self) -> contextlib.AbstractContextManager:
+        """Wrap the target's ``setup()`` and the capture's ``prepare()`` in this: an engine whose tensors
+        do not say whether they are host or device memory (the CPU emulator) learns it meanwhile."""
+        return contextlib.nullcontext()
 
     def warmup(
         self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None

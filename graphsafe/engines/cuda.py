@@ -13,6 +13,7 @@ from ..errors import CaptureError, UsageError
 from . import graph_reader
 from .addresses import AddressSpace
 from .base import Engine, Graph, as_outputs
+from .host import HostMemory
 from .recording import Recorder
 from .userframe import user_frame_of
 
@@ -92,7 +93,7 @@ class CudaEngine(Engine):
         set, so the collector is switched off for the capture instead.
         """
         graph = self._new_graph()
-        rec = Recorder("capture")
+        rec = Recorder("capture", host=HostMemory(self._device))  # CPU tensors are host memory
         if self._stream is None:
             self._stream = torch.cuda.Stream(self._device)
         torch.cuda.synchronize(self._device)

@@ -19,6 +19,7 @@ kernels compute the same values).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 from collections.abc import Callable
@@ -29,6 +30,7 @@ import torch
 from ..contract import emulated_capture
 from . import replay_clock, triton_env
 from .base import Engine, Graph, as_outputs
+from .host import HostMemory
 from .recording import Recorder, opaque_enabled
 
 __all__ = ["EmulatorEngine", "fast_interpreter"]
@@ -126,21 +128,31 @@ class EmulatorEngine(Engine):
         self._device = torch.device(device)
         if triton_env.use_interpreter(force=self._device.type == "cpu"):
             fast_interpreter()
+        self.host = HostMemory(self._device)  # which tensors stand for host memory
 
     @property
     def device(self) -> torch.device:
         return self._device
 
+    def host_memory(self) -> contextlib.AbstractContextManager:
+        return self.host.watching()
+
     def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None) -> Recorder:
         rec = Recorder("observe", learn_writes=True, skip_keys=skip_keys)
         rec.known_kernels = set(known or ())
-        with rec:
+        with self.host.watching(), rec:
             fn()
         return rec
 
+    def prescreen(self, fn: Callable[[], Any]) -> None:
+        with self.host.watching():
+            fn()
+
     def capture(self, fn: Callable[[], Any], *, pool: Any) -> Graph:
-        rec = Recorder("emulate")
-        with emulated_capture(), rec:
+        """Run ``fn`` once under an emulate-mode recorder, refusing what a CUDA capture refuses
+        (:mod:`~graphsafe.engines.capture_rules`, :mod:`~graphsafe.engines.host`)."""
+        rec = Recorder("emulate", host=self.host)
+        with emulated_capture(), self.host.watching(capturing=True), rec:
             out = fn()
             outs = as_outputs(out)
         program = list(rec.program)

@@ -30,9 +30,10 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..errors import CaptureError
-from . import triton_env
+from . import capture_rules, triton_env
 from .hooks import RecorderMode, active, install_triton_hooks
 from .hooks import local as _local
+from .host import HostMemory
 from .launches import ExternalBuffer, Launch, Override, TensorArg, freeze
 from .replay import ExternalRef, materialise
 from .userframe import user_frame
@@ -51,19 +52,11 @@ __all__ = [
 ]
 
 
-# aten ops that read device data back to the host (or have data-dependent shapes).
-SYNC_OPS = {
-    "aten::_local_scalar_dense",
-    "aten::nonzero",
-    "aten::nonzero_static",
-    "aten::masked_select",
-    "aten::_unique2",
-    "aten::unique_consecutive",
-    "aten::unique_dim",
-    "aten::equal",
-    "aten::is_nonzero",
-    "aten::repeat_interleave",
-}
+# aten ops that read device data back to the host (repeat_interleave: without output_size; the emulator's
+# rules, per argument, are capture_rules.refusal).
+SYNC_OPS = capture_rules.HOST_READS | {"aten::repeat_interleave"}
+# Ops whose argument is a tensor torch just made from host data (torch.tensor, a Python scalar): the graph's own.
+_LIFTS = {"aten::lift_fresh", "aten::lift_fresh_copy"}
 # Factory ops whose result is uninitialised: a real graph does not touch the memory on replay.
 _NO_REPLAY = {"aten::empty", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided", "aten::empty_like"}
 # Bookkeeping ops that launch no device work (besides views): a difference in them is no branch.
@@ -131,6 +124,9 @@ class Recorder:
     through meanwhile and finds the inner recorder in ``inner`` afterwards.
     ``overrides`` (observe mode only): :class:`Override` values Triton launches run with instead of
     their own; ``overridden`` counts the ones applied.
+    ``host``: which tensors are host memory (:class:`~graphsafe.engines.host.HostMemory`; by default none
+    is, whatever its device).  Ops on host memory only are no device work: not recorded as memory the graph
+    reads, not replayed; in emulate mode every op is held to :func:`~graphsafe.engines.capture_rules.refusal`.
     """
 
     def __init__(
@@ -141,6 +137,7 @@ class Recorder:
         skip_keys: set[int] | None = None,
         yields: bool = False,
         overrides: Sequence[Override] = (),
+        host: HostMemory | None = None,
     ):
         assert mode in ("capture", "emulate", "observe")
         assert not overrides or mode == "observe", "graphsafe bug: overrides outside an observing recorder"
@@ -167,6 +164,7 @@ class Recorder:
         self._overrides = {(o.kernel, o.occurrence, o.argument): o.value for o in overrides}
         self._occurrences: dict[str, int] = {}  # kernel -> launches seen (for overrides)
         self.overridden = 0
+        self.host = host if host is not None else HostMemory(torch.device("cpu"))  # knows of no host memory
 
     # -- context -----------------------------------------------------------------
     def __enter__(self) -> Recorder:
@@ -206,11 +204,13 @@ class Recorder:
             self.suspended = prev
 
     # -- tensors -----------------------------------------------------------------
-    def _tensor_arg(self, t: torch.Tensor, where: str, kernel: str) -> TensorArg:
+    def _tensor_arg(self, t: torch.Tensor, where: str, kernel: str, register: bool = True) -> TensorArg:
         s = t.untyped_storage()
         key = s.data_ptr()
         internal = key in self.internal
-        if not internal and key not in self.external and key != 0 and self.mode != "observe":
+        # a 0-dim host tensor a device op takes is a scalar frozen at capture, not memory the graph reads
+        register = register and self.mode != "observe" and not (t.dim() == 0 and self.host.is_host(t))
+        if not internal and key not in self.external and key != 0 and register:
             self.external[key] = ExternalBuffer(
                 key=key,
                 nbytes=s.nbytes(),
@@ -229,6 +229,8 @@ class Recorder:
         """Emulator: replace tensors on external memory by re-materialisable references."""
         if isinstance(v, torch.Tensor):
             key = v.untyped_storage().data_ptr()
+            if v.dim() == 0 and self.host.is_host(v) and not self.host.pinned(v):
+                return v.clone()  # a host scalar: its value at capture
             if key in self.external:
                 handle = self.external[key].handle
                 return ExternalRef(handle, v.dtype, v.storage_offset(), tuple(v.shape), tuple(v.stride()), v.device)
@@ -242,26 +244,14 @@ class Recorder:
     def _on_aten(self, func, args, kwargs):
         name = func._schema.name
         where = user_frame(2)
-        if self.mode != "observe" and name in SYNC_OPS:
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            if any(t.untyped_storage().data_ptr() in self.internal for t in tensors):
-                raise CaptureError(
-                    f"{name.replace('aten::', '')} reads data produced inside the graph back to the host "
-                    f"(.item(), .tolist(), nonzero or a data-dependent shape) at {where}; a CUDA graph cannot "
-                    "capture a host synchronisation",
-                    where=where,
-                )
-            self.notes.append(
-                f"host read of an input tensor during capture ({name.replace('aten::', '')} at {where}): "
-                "its value is frozen into the graph"
-            )
         schema_args = func._schema.arguments
         flat_args: dict[str, Any] = {}
         for i, a in enumerate(args):
             flat_args[schema_args[i].name if i < len(schema_args) else f"arg{i}"] = a
         flat_args.update(kwargs)
+        host_only = self.mode != "observe" and self._capturable(func, name, flat_args, where)
         # inputs first (registers memory the graph did not allocate), then the op, then outputs
-        rec_args = {aname: self._record_value(a, where, name) for aname, a in flat_args.items()}
+        rec_args = {aname: self._record_value(a, where, name, not host_only) for aname, a in flat_args.items()}
         in_keys = {t.untyped_storage().data_ptr() for a in flat_args.values() for t in _tensors(a)}
         if self.mode == "emulate":
             tmpl_args = self._template(tuple(args))
@@ -272,6 +262,8 @@ class Recorder:
             k = t.untyped_storage().data_ptr()
             if k not in in_keys and k not in self.external:
                 self.internal.add(k)
+            if host_only:
+                self.host.mark(t)
         writes = _schema_writes(func)
         if self.mode != "observe":
             for w in writes:
@@ -282,19 +274,43 @@ class Recorder:
                 "aten", name, rec_args, None, where, writes, device_work=not (func.is_view or name in _NO_DEVICE_WORK)
             )
         )
-        if self.mode == "emulate":
+        if self.mode == "emulate" and not host_only:  # host work ran once, at capture, as on a GPU
             self._program_aten(func, name, tmpl_args, tmpl_kwargs, out, writes)
         return out
 
-    def _record_value(self, a: Any, where: str, kernel: str) -> Any:
+    def _capturable(self, func, name: str, args: dict[str, Any], where: str) -> bool:
+        """Raise :class:`CaptureError` where a CUDA capture refuses the op; True when it is host work only."""
+        tensors = [t for a in args.values() for t in _tensors(a)]
+        host_only = bool(tensors) and all(self.host.is_host(t) for t in tensors)
+        if name in _LIFTS:  # torch.tensor(...) or a Python scalar made inside forward(): the graph's own
+            self.internal.add(tensors[0].untyped_storage().data_ptr())
+            self.host.mark(tensors[0], wrapped=True)  # (unless torch.tensor's watch marks it first)
+        if self.mode == "emulate":
+            why = capture_rules.refusal(func, args, self.host)
+        elif (
+            name in SYNC_OPS and not host_only and any(t.untyped_storage().data_ptr() in self.internal for t in tensors)
+        ):
+            why = capture_rules.SYNC
+        else:
+            why = None
+        if why is not None:
+            raise CaptureError(why.format(op=name.replace("aten::", ""), where=where), where=where)
+        if host_only and name in capture_rules.HOST_READS:
+            self.notes.append(
+                f"host read of a host tensor during capture ({name.replace('aten::', '')} at {where}): "
+                "its value is frozen into the graph"
+            )
+        return host_only
+
+    def _record_value(self, a: Any, where: str, kernel: str, register: bool = True) -> Any:
         if isinstance(a, torch.Tensor):
-            return self._tensor_arg(a, where, kernel)
+            return self._tensor_arg(a, where, kernel, register)
         if isinstance(a, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in a):
-            return tuple(self._record_value(x, where, kernel) for x in a)
+            return tuple(self._record_value(x, where, kernel, register) for x in a)
         return freeze(a)
 
     def _program_aten(self, func, name, targs, tkwargs, out, writes) -> None:
-        if func.is_view or name in _NO_REPLAY or name in SYNC_OPS:
+        if func.is_view or name in _NO_REPLAY:
             return
         if writes:
             self.program.append(lambda: func(*materialise(targs), **materialise(tkwargs)))

@@ -104,14 +104,97 @@ def test_host_sync_on_graph_data_is_a_capture_error_naming_op_and_line(emu):
         emu.capture(forward, pool=None)
 
 
-def test_host_read_of_an_input_is_a_note_and_its_value_is_frozen(emu):
-    n = torch.tensor([3], device=emu.device)
+def test_host_read_of_a_device_input_is_a_capture_error(emu):
+    n = torch.tensor([3], device=emu.device)  # device memory a prepare() would write
     x = torch.ones(2, device=emu.device)
+    with pytest.raises(CaptureError, match=r"_local_scalar_dense reads device data back to the host"):
+        emu.capture(lambda: x * float(n.item()), pool=None)
+
+
+def test_host_read_of_a_host_tensor_is_a_note_and_its_value_is_frozen(emu):
+    with emu.host_memory():  # what graphsafe wraps setup() in: the emulator learns what is host memory
+        n = torch.tensor([3])  # no device: host memory
+        x = torch.ones(2, device=emu.device)
     graph = emu.capture(lambda: x * float(n.item()), pool=None)
-    assert any("host read of an input" in note for note in graph.recording.notes)
+    assert any("host read of a host tensor" in note for note in graph.recording.notes)
     n.fill_(5)
     graph.replay()
     assert graph.outputs[0].tolist() == [3.0, 3.0]
+
+
+def test_ops_on_host_memory_run_once_at_capture_and_not_on_replay(emu):
+    with emu.host_memory():
+        h = torch.zeros(2)
+        x = torch.ones(2, device=emu.device)
+
+    def forward():
+        h.add_(1.0)  # host work: CUDA runs it while capturing, a replay does not
+        return x * 2.0
+
+    graph = emu.capture(forward, pool=None)
+    graph.replay()
+    assert h.tolist() == [1.0, 1.0]
+    assert h.untyped_storage().data_ptr() not in graph.recording.external  # not memory the graph reads
+
+
+def test_tensor_from_host_data_on_the_device_is_a_capture_error(emu):
+    x = torch.ones(3, device=emu.device)
+    with pytest.raises(CaptureError, match=r"torch.tensor\(host data, device=...\).*pageable host memory"):
+        emu.capture(lambda: x * torch.tensor([1.0, 2.0, 3.0], device=emu.device), pool=None)
+
+
+def test_a_non_blocking_copy_from_pinned_host_memory_replays_and_a_pageable_one_is_refused(emu):
+    with emu.host_memory():
+        pinned = torch.zeros(3, pin_memory=torch.cuda.is_available())  # pinned where the GPU can pin
+        pageable = torch.zeros(3)
+        out = torch.zeros(3, device=emu.device)
+    graph = emu.capture(lambda: out.copy_(pinned, non_blocking=True), pool=None)
+    pinned.fill_(4.0)
+    graph.replay()
+    assert out.tolist() == [4.0] * 3
+    with pytest.raises(CaptureError, match="pageable host memory"):
+        emu.capture(lambda: out.copy_(pageable, non_blocking=True), pool=None)
+
+
+def test_repeat_interleave_with_output_size_replays_with_new_counts(emu):
+    counts = torch.tensor([1, 3, 0], device=emu.device)
+    ids = torch.arange(3, device=emu.device)
+    graph = emu.capture(lambda: torch.repeat_interleave(ids, counts, output_size=4), pool=None)
+    counts.copy_(torch.tensor([2, 0, 2]))
+    graph.replay()
+    assert graph.outputs[0].tolist() == [0, 0, 2, 2]
+
+
+def test_repeat_interleave_without_output_size_is_a_capture_error(emu):
+    counts = torch.tensor([1, 3, 0], device=emu.device)
+    ids = torch.arange(3, device=emu.device)
+    with pytest.raises(CaptureError, match="repeat_interleave reads device data back to the host"):
+        emu.capture(lambda: torch.repeat_interleave(ids, counts), pool=None)
+
+
+def test_a_private_generator_is_a_capture_error_and_the_default_one_draws_anew(emu):
+    gen = torch.Generator(device=emu.device)
+    with pytest.raises(CaptureError, match="torch.Generator of its own"):
+        emu.capture(lambda: torch.rand(4, device=emu.device, generator=gen), pool=None)
+    graph = emu.capture(lambda: torch.rand(4, device=emu.device), pool=None)
+    first = graph.outputs[0].clone()
+    graph.replay()
+    assert not torch.equal(first, graph.outputs[0])
+
+
+def test_a_python_scalar_stored_through_a_mask_is_the_graphs_own_not_freed_memory(emu):
+    x = torch.arange(4.0, device=emu.device)
+    mask = torch.tensor([True, False, True, False], device=emu.device)
+
+    def forward():
+        x[mask] = 0.0  # a masked fill of a scalar torch wraps in a tensor
+        return x
+
+    graph = emu.capture(forward, pool=None)
+    x.copy_(torch.arange(4.0) + 1)
+    mask.copy_(torch.tensor([False, True, False, True]))
+    graph.replay()
+    assert x.tolist() == [1.0, 0.0, 3.0, 0.0] and graph.dead_inputs() == []
 
 
 def test_triton_launches_replay_with_the_grid_and_scalars_frozen_at_capture(emu):
