@@ -422,10 +422,37 @@ def _graph_reader(d: dict[str, Any]) -> list[Table]:
     return [Table("Reader on and off", header, rows, lines)]
 
 
+def _conformance(d: dict[str, Any]) -> list[Table]:
+    s = d["summary"]
+    engines = [e for e in ("cuda", "cuda_engine", "emulate") if e in s]
+    lines = [f"`benchmarks/conformance.py`: {s['cases']} one-op conformance cases (`tests/targets/conformance/`)."]
+    if "agree" in s:
+        lines.append(
+            f"The emulator agrees with `{s['table']}` on {s['agree']} of {s['cases']} cases; "
+            f"{len(s.get('false_findings') or [])} false findings."
+        )
+    if "cuda_engine_agrees" in s:
+        lines.append(
+            f"graphsafe's CUDA engine agrees with a bare `torch.cuda.graph` on {s['cuda_engine_agrees']} of {s['cases']}."
+        )
+    families: dict[str, dict[str, dict[str, int]]] = {}
+    for c in d["cases"]:
+        for e in engines:
+            v = (c.get(e) or {}).get("verdict", "-")
+            fam = families.setdefault(c["family"], {}).setdefault(e, {})
+            fam[v] = fam.get(v, 0) + 1
+    rows = [
+        [f"`{f}`", *[", ".join(f"{v} {n}" for v, n in sorted(per.get(e, {}).items())) for e in engines]]
+        for f, per in sorted(families.items())
+    ]
+    return [Table("Verdicts per family of cases", ["family", *engines], rows, lines)]
+
+
 #: file-name pattern -> renderer (the first match wins)
 RENDERERS: list[tuple[str, Callable[[dict[str, Any]], list[Table]]]] = [
     (r"detection-.*\.json", _detection),
     (r"throughput-.*\.json", _throughput),
+    (r"conformance-.*\.json", _conformance),
     (r"cpu-time-.*\.json", _cpu_time),
     (r"engine-table-.*\.json", _engine_table),
     (r"flashinfer-.*\.json", _flashinfer),
