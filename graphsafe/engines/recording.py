@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import CaptureError
 from . import triton_env
@@ -62,6 +63,16 @@ SYNC_OPS = {
     "aten::is_nonzero",
     "aten::repeat_interleave",
 }
+# overloads of SYNC_OPS whose output size the host knows without reading device data
+_NO_SYNC_OVERLOADS = {("aten::repeat_interleave", "self_int")}
+
+
+def _syncs(func: Any) -> bool:
+    """Does this aten op read device data back to the host (:data:`SYNC_OPS`, less the overloads that do not)?"""
+    name = func._schema.name
+    return name in SYNC_OPS and (name, func._overloadname) not in _NO_SYNC_OVERLOADS
+
+
 # Factory ops whose result is uninitialised: a real graph does not touch the memory on replay.
 _NO_REPLAY = {"aten::empty", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided", "aten::empty_like"}
 # Bookkeeping ops that launch no device work (besides views): a difference in them is no branch.
@@ -232,7 +243,7 @@ class Recorder:
     def _on_aten(self, func, args, kwargs):
         name = func._schema.name
         where = user_frame(2)
-        if self.mode != "observe" and name in SYNC_OPS:
+        if self.mode != "observe" and _syncs(func):
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
             if any(t.untyped_storage().data_ptr() in self.internal for t in tensors):
                 raise CaptureError(
@@ -284,7 +295,7 @@ class Recorder:
         return freeze(a)
 
     def _program_aten(self, func, name, targs, tkwargs, out, writes) -> None:
-        if func.is_view or name in _NO_REPLAY or name in SYNC_OPS:
+        if func.is_view or name in _NO_REPLAY or _syncs(func):
             return
         if writes:
             self.program.append(lambda: func(*materialise(targs), **materialise(tkwargs)))
@@ -379,7 +390,9 @@ class Recorder:
                 for k, ts in tensors.items()
                 if ts and all(t.untyped_storage().data_ptr() not in self.skip_keys for t in ts)
             }
-        with self.suspend():
+        # no dispatch mode at all while it runs: torch.compile'd code (an opaque call may be one) falls back to
+        # eager, or fails, under an active TorchDispatchMode
+        with self.suspend(), _disable_current_modes():
             result = fn(*args, **kwargs)
         if before is not None:
             for k, olds in before.items():
@@ -390,7 +403,7 @@ class Recorder:
             tkwargs = {k: self._template(v) for k, v in kwargs.items()}
 
             def relaunch():
-                with _suspended_global():
+                with _suspended_global(), _disable_current_modes():
                     fn(*materialise(targs), **materialise(tkwargs))
 
             self.program.append(relaunch)
