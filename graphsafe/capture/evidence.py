@@ -239,7 +239,7 @@ class Evidence:
         infos = list(ctx.session.infos.values())
         found: dict[int, list[tuple[int, int, TensorArg | None]]] = {}
         for key, buf in ctx.graph.recording.external.items():
-            if key in ctx.session.static_keys or key in info.graph_written or not buf.alive():
+            if key in ctx.session.unpoisoned or key in info.graph_written or not buf.alive():  # static, constant
                 continue  # (a buffer alive but no longer reachable from the target: nothing this step writes it)
             stale = [
                 (lo, hi, a)

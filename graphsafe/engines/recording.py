@@ -148,16 +148,17 @@ class Recorder:
         self.mode = mode
         self.learn_writes = learn_writes
         self.skip_keys = skip_keys or set()
-        self.known_kernels: set[str] = set()  # kernels whose writes are known already: not learned again
+        # kernels whose writes are known already, not learned again: (name, the arguments that were tensors),
+        # since one kernel specialised for other pointers (a None scratch buffer, say) writes other arguments
+        self.known_kernels: set[tuple[str, frozenset[str]]] = set()
         self.launches: list[Launch] = []
         self.internal: set[int] = set()
         self.external: dict[int, ExternalBuffer] = {}
         self.program: list[Callable[[], None]] = []
         self.notes: list[str] = []
         self.kernel_writes: set[tuple[str, str]] = set()
-        self.learned_kernels: set[str] = (
-            set()
-        )  # kernels whose writes this recorder learned (some may write nothing seen)
+        # kernels whose writes this recorder learned (some may write nothing seen), keyed as known_kernels
+        self.learned_kernels: set[tuple[str, frozenset[str]]] = set()
         self.written: set[int] = set()  # storage keys written by recorded launches
         self.suspended = False
         self._keep: list[torch.Tensor] = []  # internal tensors the emulated graph owns
@@ -334,8 +335,8 @@ class Recorder:
         self.launches.append(launch)
         ptrs = {k: v for k, v in bound.items() if isinstance(v, torch.Tensor)}
         before = None
-        if self.learn_writes and name not in self.known_kernels:
-            self.learned_kernels.add(name)
+        if self.learn_writes and (learn := (name, frozenset(ptrs))) not in self.known_kernels:
+            self.learned_kernels.add(learn)
             before = {k: v.clone() for k, v in ptrs.items() if v.untyped_storage().data_ptr() not in self.skip_keys}
         with self.suspend():
             result = orig_run(kernel, *args, grid=g if frozen_grid else grid, warmup=False, **kwargs)
@@ -383,8 +384,11 @@ class Recorder:
         self.launches.append(Launch("opaque", name, rec_args, None, where))
         tensors = {k: list(_tensors(v)) for k, v in bound.items()}
         before = None
-        if self.learn_writes and name not in self.known_kernels:
-            self.learned_kernels.add(name)
+        if (
+            self.learn_writes
+            and (learn := (name, frozenset(k for k, ts in tensors.items() if ts))) not in self.known_kernels
+        ):
+            self.learned_kernels.add(learn)
             before = {
                 k: [t.clone() for t in ts]
                 for k, ts in tensors.items()
@@ -398,13 +402,20 @@ class Recorder:
             for k, olds in before.items():
                 if any(not _same_bytes(old, t) for old, t in zip(olds, tensors[k])):
                     self.kernel_writes.add((name, k))
+        in_keys = {t.untyped_storage().data_ptr() for ts in tensors.values() for t in ts}
+        made = [t for t in _tensors(result) if t.untyped_storage().data_ptr() not in in_keys | set(self.external)]
+        self.internal.update(t.untyped_storage().data_ptr() for t in made)  # the call allocated them: the graph's
         if self.mode == "emulate":
             targs = self._template(tuple(args))
             tkwargs = {k: self._template(v) for k, v in kwargs.items()}
+            keep = [self._template(t) for t in made]
 
             def relaunch():
                 with _suspended_global(), _disable_current_modes():
-                    fn(*materialise(targs), **materialise(tkwargs))
+                    res = fn(*materialise(targs), **materialise(tkwargs))
+                fresh = [t for t in _tensors(res) if t.untyped_storage().data_ptr() not in in_keys]
+                for dst, src in zip(materialise(keep), fresh):  # later launches read the captured result
+                    dst.copy_(src)
 
             self.program.append(relaunch)
         return result

@@ -50,7 +50,7 @@ _TARGETS: dict[str, tuple[str, str]] = {
     "vllm:TRITON_MLA": ("targets", "TritonMLA"),
     "vllm:FLEX_ATTENTION": ("targets", "FlexAttention"),
     "vllm:TRITON_ATTN:stale_pad_slots": ("variants", "TritonAttentionStalePadSlots"),
-    "vllm:TRITON_ATTN:live_token_grid": ("variants", "TritonAttentionLiveTokenGrid"),
+    "vllm:TRITON_ATTN:decode_shortcut": ("variants", "TritonAttentionDecodeShortcut"),
     "vllm:TRITON_MLA:fresh_decode_metadata": ("variants", "TritonMLAFreshDecodeMetadata"),
     "vllm:TRITON_MLA:lazy_row_plan": ("variants", "TritonMLALazyRowPlan"),
     "vllm:FLEX_ATTENTION:fresh_block_mask": ("variants", "FlexAttentionFreshBlockMask"),

@@ -19,8 +19,8 @@ builder and impl (graphsafe's deliberate mistakes do).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import inspect
 import math
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,9 +41,9 @@ MODELS = {name: str(Path(__file__).with_name("models") / name) for name in ("lla
 
 
 def kwargs_for(cls: type, **given: Any) -> dict[str, Any]:
-    """The keyword arguments among ``given`` that the dataclass ``cls`` has fields for (fields differ
-    between vLLM releases)."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    """The keyword arguments among ``given`` that ``cls`` takes (its constructor's parameters: dataclass fields
+    and init-only ones differ between vLLM releases)."""
+    names = set(inspect.signature(cls).parameters)
     return {k: v for k, v in given.items() if k in names}
 
 
@@ -199,11 +199,11 @@ class VllmTarget(Target):
     def make_layer(self) -> torch.nn.Module:
         """What vLLM's attention layer gives the impl and the builder: the quantisation scales (1)."""
         layer = torch.nn.Module()
-        for n in ("q", "k", "v", "prob"):
-            setattr(layer, f"_{n}_scale", torch.ones((), dtype=torch.float32, device=self.device))
+        for n in ("q", "k", "v", "prob"):  # buffers, as vLLM's layer registers them (and graphsafe sees them)
+            layer.register_buffer(f"_{n}_scale", torch.ones((), dtype=torch.float32, device=self.device))
             setattr(layer, f"_{n}_scale_float", 1.0)
-        layer._k_scale_cpu = torch.ones(())
-        layer._v_scale_cpu = torch.ones(())
+        layer.register_buffer("_k_scale_cpu", torch.ones(()))
+        layer.register_buffer("_v_scale_cpu", torch.ones(()))
         return layer
 
     def make_impl(self) -> Any:  # pragma: no cover - abstract

@@ -30,10 +30,14 @@ def _attribute(ref: str, mla: bool) -> str:
     return ("MLA_" if mla else "ATTN_") + ref.encode().hex()
 
 
-@functools.cache
 def for_backend(ref: str, mla: bool = False) -> type:
     """The target class for backend ``ref`` (a registry name or ``"module:Class"``); an MLA backend's with ``mla``
-    (its decode, ``forward_mqa``)."""
+    (its decode, ``forward_mqa``).  The same class for the same arguments."""
+    return _made(ref, bool(mla))
+
+
+@functools.cache
+def _made(ref: str, mla: bool) -> type:
     if not isinstance(ref, str) or not ref:
         raise UsageError(f"a vLLM backend reference must be a registry name or 'module:Class', got {ref!r}")
     base = MLATarget if mla else AttentionTarget

@@ -9,7 +9,6 @@ Hugging Face ``config.json`` only (no weights, no tokenizer); graphsafe ships tw
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import importlib
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from vllm.v1 import kv_cache_interface
 from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadata
 
 from ..errors import ContractError
+from .adapter import kwargs_for
 
 __all__ = [
     "__version__",
@@ -46,12 +46,6 @@ __all__ = [
 ]
 
 __version__ = str(vllm.__version__)
-
-
-def kwargs_for(cls: type, **given: Any) -> dict[str, Any]:
-    """The keyword arguments among ``given`` that the dataclass ``cls`` has fields for."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in given.items() if k in names}
 
 
 def backend_class(ref: Any) -> type:

@@ -17,22 +17,17 @@ from .targets import FlexAttention, TritonAttention, TritonMLA
 
 __all__ = [
     "LiveSlotsOnly",
-    "LiveTokenCount",
+    "NonCausalDecodes",
     "FreshDecodeTensors",
     "RowPlanBuffer",
     "LazyRowPlan",
     "FreshBlockIndices",
     "TritonAttentionStalePadSlots",
-    "TritonAttentionLiveTokenGrid",
+    "TritonAttentionDecodeShortcut",
     "TritonMLAFreshDecodeMetadata",
     "TritonMLALazyRowPlan",
     "FlexAttentionFreshBlockMask",
 ]
-
-
-def _live_tokens(common_attn_metadata: Any) -> int:
-    """The batch's live token count (the runner pads ``num_actual_tokens`` past it)."""
-    return int(common_attn_metadata.query_start_loc_cpu[-1])
 
 
 class LiveSlotsOnly:
@@ -45,19 +40,21 @@ class LiveSlotsOnly:
         if buf is None:
             rows = self.vllm_config.scheduler_config.max_num_batched_tokens
             buf = self.persistent_slot_mapping = torch.full((rows,), -1, dtype=torch.int64, device=self.device)
-        live = _live_tokens(common_attn_metadata)
+        live = int(common_attn_metadata.query_start_loc_cpu[-1])  # the live tokens (the runner pads past them)
         buf[:live].copy_(common_attn_metadata.slot_mapping[:live])  # BUG: the padded rows are not reset to -1
         md.slot_mapping = buf[: common_attn_metadata.num_actual_tokens]
         return md
 
 
-class LiveTokenCount:
-    """Builder mixin, buggy: builds with ``num_actual_tokens`` set to this batch's live token count (the field's
-    name invites it), so the impl's query rows, and its grid, follow the batch instead of the graph's size."""
+class NonCausalDecodes:
+    """Impl mixin, buggy: a batch of single-token queries (``max_query_len == 1``, decided from this batch on the
+    host) runs without the causal mask, a shortcut that changes nothing for decodes alone; a graph captured
+    on such a batch keeps it for later batches with prefills."""
 
-    def build(self, common_prefix_len: int, common_attn_metadata: Any, fast_build: bool = False) -> Any:
-        live = dataclasses.replace(common_attn_metadata, num_actual_tokens=_live_tokens(common_attn_metadata))
-        return super().build(common_prefix_len, live, fast_build)
+    def forward(self, layer: Any, query: Any, key: Any, value: Any, kv_cache: Any, attn_metadata: Any, *args, **kw):
+        if attn_metadata.max_query_len == 1:  # BUG: a branch on this batch's longest query, frozen at capture
+            attn_metadata = dataclasses.replace(attn_metadata, causal=False)
+        return super().forward(layer, query, key, value, kv_cache, attn_metadata, *args, **kw)
 
 
 class FreshDecodeTensors:
@@ -124,14 +121,15 @@ class TritonAttentionStalePadSlots(TritonAttention):
     builder_mixins = (LiveSlotsOnly,)
 
 
-class TritonAttentionLiveTokenGrid(TritonAttention):
-    """Buggy TRITON_ATTN builder: ``num_actual_tokens`` from this batch (:class:`LiveTokenCount`), so a graph
-    captured on a short batch keeps its query rows and grid, and later batches' extra tokens are never
-    attended.  Expected: frozen-host-value."""
+class TritonAttentionDecodeShortcut(TritonAttention):
+    """Buggy TRITON_ATTN impl: batches of decodes alone run without the causal mask (:class:`NonCausalDecodes`);
+    a graph captured on such a batch (vLLM's runner captures with dummy decode batches) serves later mixed
+    batches without it, and their prefill tokens attend to keys after them (a host branch on
+    ``max_query_len`` frozen at capture, as vLLM #20301's FA3 ``num_splits``).  Expected: frozen-host-value."""
 
-    name = "vllm:TRITON_ATTN:live_token_grid"
+    name = "vllm:TRITON_ATTN:decode_shortcut"
     expected = "frozen-host-value"
-    builder_mixins = (LiveTokenCount,)
+    impl_mixins = (NonCausalDecodes,)
 
 
 class TritonMLAFreshDecodeMetadata(TritonMLA):

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from graphsafe import vllm
+from graphsafe.vllm.standin import attention as standin_attention
 
 
 def small(base: type, module: str = __name__, **extra) -> type:
@@ -26,3 +27,17 @@ for _cls in STANDIN.values():  # importable by name: reports' repro scripts and 
 EXPECTED: dict[str, frozenset[str]] = {
     name: frozenset({cls.expected} if cls.expected else ()) for name, cls in STANDIN.items()
 }
+
+
+class Preloading(STANDIN["vllm:TRITON_ATTN"]):
+    """The stand-in's TRITON_ATTN naming a module for the fork server to import (as vLLM's targets name vLLM)."""
+
+    preload = ("graphsafe.vllm.standin.mla",)
+
+
+class UserBackend(standin_attention.StandinAttentionBackend):
+    """A backend of one's own (here: the stand-in's, renamed)."""
+
+    @staticmethod
+    def get_name() -> str:
+        return "USER_BACKEND"

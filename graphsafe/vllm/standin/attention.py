@@ -26,8 +26,11 @@ __all__ = [
 ]
 
 
-def paged_attention(q, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale) -> torch.Tensor:
-    """Causal attention of every row of ``q`` ([rows, heads, dim]) over its request's cached keys.
+def paged_attention(
+    q, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, causal: bool = True
+) -> torch.Tensor:
+    """Attention of every row of ``q`` ([rows, heads, dim]) over its request's cached keys (causal: each query
+    token sees the keys up to its own position; else all of its request's).
 
     ``key_cache``/``value_cache``: ``[blocks, block_size, kv_heads, dim]``.  Rows past the last request's
     queries, and requests of length 0, give zeros."""
@@ -39,7 +42,7 @@ def paged_attention(q, key_cache, value_cache, query_start_loc, seq_lens, block_
     live = req < reqs
     req = req.clamp(max=reqs - 1)
     qlen = (query_start_loc[1:] - query_start_loc[:-1])[req]
-    visible = seq_lens[req] - qlen + (r - query_start_loc[req]) + 1  # keys row r sees
+    visible = seq_lens[req] - qlen + (r - query_start_loc[req]) + 1 if causal else seq_lens[req]  # keys row r sees
     visible = torch.where(live, visible, torch.zeros_like(visible))
     width = block_table.shape[1] * bs
     pos = torch.arange(width, device=q.device)
@@ -134,7 +137,8 @@ class AttentionImpl:
     def forward(self, layer, query, key, value, kv_cache, attn_metadata, output, **kw) -> torch.Tensor:
         n = attn_metadata.num_actual_tokens
         qsl, seq_lens, table = self.tables(attn_metadata)
-        out = paged_attention(query[:n], *self.caches(kv_cache), qsl, seq_lens, table, self.scale)
+        causal = bool(attn_metadata.causal)
+        out = paged_attention(query[:n], *self.caches(kv_cache), qsl, seq_lens, table, self.scale, causal)
         output[:n].copy_(out)
         return output
 
