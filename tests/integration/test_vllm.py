@@ -14,7 +14,7 @@ import pytest
 import graphsafe
 from graphsafe import vllm as gv
 from graphsafe.frontend.sandbox import Sandbox
-from tests.subprocesses import env_with_repo
+from tests.subprocesses import OUTER_RUN_VARS, REPO, env_with_repo, plugin_args, with_path
 from tests.targets.vllm_standin import EXPECTED, STANDIN
 
 #: the capture policy under which each mistake shows (the campaign explores them all)
@@ -108,13 +108,39 @@ def test_an_isolated_sandbox_loads_a_target_made_for_any_backend():
 
 
 @needs_vllm
-@pytest.mark.parametrize("name", gv.SAFE)
-def test_a_vllm_backend_as_shipped_gets_no_finding_on_a_gpu(name):
-    result = check(name, engine="cuda", capture="explore", examples=8)
+def test_vllms_triton_mla_as_shipped_gets_no_finding_on_a_gpu():
+    result = check("vllm:TRITON_MLA", engine="cuda", capture="explore", examples=8)
     assert result.ok, result.summary()
 
 
 @needs_vllm
-def test_stale_pad_slots_in_vllms_triton_attention_are_stale_padding_on_a_gpu(no_shrinking):
-    result = check("vllm:TRITON_ATTN:stale_pad_slots", engine="cuda")
-    assert result.kinds == {"stale-padding"}, result.summary()
+@pytest.mark.parametrize(
+    "name, capture",
+    [
+        ("vllm:TRITON_ATTN:stale_pad_slots", "worst"),
+        ("vllm:TRITON_ATTN:decode_shortcut", "minimal"),
+        ("vllm:TRITON_MLA:fresh_decode_metadata", "worst"),
+        ("vllm:TRITON_MLA:lazy_row_plan", "worst"),
+    ],
+)
+def test_a_mistake_in_vllms_own_classes_gets_exactly_its_kind_on_a_gpu(name, capture, no_shrinking):
+    result = check(name, engine="cuda", capture=capture)
+    assert result.kinds == {gv.resolve(name).expected}, result.summary()
+
+
+def test_pytest_graphsafe_checks_a_vllm_target_as_an_item(pytester, monkeypatch):
+    for var in OUTER_RUN_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PYTHONPATH", with_path(REPO))
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess(
+        *plugin_args(),
+        "--graphsafe",
+        "tests.targets.vllm_standin:TritonAttention",
+        "--graphsafe-engine",
+        "emulate",
+        "--graphsafe-examples",
+        "3",
+        timeout=300,
+    )
+    result.assert_outcomes(passed=2)
