@@ -20,7 +20,7 @@ import torch
 
 from .errors import SpecError
 
-__all__ = ["Support", "CaptureSpec", "Batch", "Target", "capturing", "CAPTURE_SEED"]
+__all__ = ["Support", "CaptureSpec", "Batch", "Target", "capturing", "capture_prepare", "CAPTURE_SEED"]
 
 #: the seed of every capture batch; no replayed batch uses it, so replays never see the capture's inputs
 CAPTURE_SEED = 2**31 - 1
@@ -67,6 +67,10 @@ class CaptureSpec:
     ``num_blocks`` defaults to enough physical KV blocks for every request slot
     at ``max_seq_len`` plus one reserved null block (block 0).
 
+    ``uniform_query_len`` narrows what a ``UNIFORM_BATCH`` graph serves: uniform batches whose query
+    length is exactly this (vLLM replays its uniform-decode graphs only at ``1 + num_speculative_tokens``);
+    0, the default, means any uniform length up to ``max_query_len``.
+
     Example::
 
         spec = CaptureSpec(max_reqs=8, max_query_len=2, max_seq_len=256, block_size=16)
@@ -79,10 +83,17 @@ class CaptureSpec:
     block_size: int = 16
     num_blocks: int = 0
     capture_sizes: tuple[int, ...] = ()
+    uniform_query_len: int = 0
 
     def __post_init__(self) -> None:
         _check_int("CaptureSpec", "max_reqs", self.max_reqs, 1)
         _check_int("CaptureSpec", "max_query_len", self.max_query_len, 1)
+        _check_int("CaptureSpec", "uniform_query_len", self.uniform_query_len, 0)
+        if self.uniform_query_len > self.max_query_len:
+            raise SpecError(
+                f"CaptureSpec.uniform_query_len ({self.uniform_query_len}) must be <= max_query_len "
+                f"({self.max_query_len}), or 0 for any uniform length"
+            )
         _check_int("CaptureSpec", "max_seq_len", self.max_seq_len, 1)
         _check_int("CaptureSpec", "block_size", self.block_size, 1)
         if self.max_query_len > self.max_seq_len:
@@ -116,6 +127,11 @@ class CaptureSpec:
                     f"CaptureSpec.capture_sizes contains {s} > max_reqs ({self.max_reqs}); "
                     "a graph cannot hold more request slots than the spec allows"
                 )
+
+    def uniform_lengths(self) -> tuple[int, int]:
+        """The query lengths, ``(lowest, highest)``, a ``UNIFORM_BATCH`` batch of this spec may have."""
+        u = self.uniform_query_len
+        return (u, u) if u else (1, self.max_query_len)
 
     @property
     def blocks_per_seq(self) -> int:
@@ -352,6 +368,12 @@ def emulated_capture() -> Iterator[None]:
         _state.emulated_capture = prev
 
 
+def capture_prepare(target: Any) -> Any:
+    """The method that prepares a capture batch on ``target``: its ``prepare_capture`` (a
+    :class:`Target`'s default is ``prepare``), or ``prepare`` for a class that does not subclass Target."""
+    return getattr(target, "prepare_capture", None) or target.prepare
+
+
 class Target:
     """Base class for a backend under test.
 
@@ -361,6 +383,7 @@ class Target:
     * ``setup(spec, device)``: allocate weights, caches and *persistent* buffers.
     * ``prepare(batch)``: per-step host work, outside the graph.  It must leave
       everything ``forward`` reads in buffers that existed at capture.
+    * ``prepare_capture(batch)``: the same for a batch about to be captured (default: ``prepare``).
     * ``forward()``: the captured region; returns a tensor or tuple of tensors.
     * ``static()``: tensors whose contents persist across steps by design
       (weights, KV cache, recurrent state); compared after every step.
@@ -402,6 +425,12 @@ class Target:
 
     def forward(self) -> torch.Tensor | tuple[torch.Tensor, ...]:  # pragma: no cover - abstract
         raise NotImplementedError(f"{type(self).__name__}.forward() is not implemented")
+
+    def prepare_capture(self, batch: Batch) -> None:
+        """``prepare()`` for a batch about to be captured (its warm-up, pre-screen and capture follow);
+        by default ``prepare(batch)``.  Engines that build capture metadata their own way override it (vLLM's
+        runner calls ``build_for_cudagraph_capture()`` with ``max_seq_len = max_model_len``)."""
+        self.prepare(batch)
 
     def static(self) -> Mapping[str, torch.Tensor] | Sequence[torch.Tensor]:
         return {}

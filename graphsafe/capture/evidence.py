@@ -3,9 +3,8 @@
 Who wrote every buffer the graph reads (the write ledger around capture, and this step's
 ``prepare`` re-run over filled copies, the calls of each parity apart), down to the region of
 an allocation each launch of the graph reads; where this step's values went when the graph
-read something else; which buffers carry a replay's result into the next; and eager re-runs
-of the example's padded steps without graphs (with the instance's own history, and of the
-failing step alone).
+read something else; which buffers carry a replay's result into the next; and eager re-runs of
+the example's padded steps without graphs (with the instance's own history, and of the step alone).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..contract import capture_prepare
 from ..engines import as_outputs
 from ..engines.recording import Launch, Override, Recorder, TensorArg
 from ..findings import Mismatch
@@ -239,8 +239,8 @@ class Evidence:
         infos = list(ctx.session.infos.values())
         found: dict[int, list[tuple[int, int, TensorArg | None]]] = {}
         for key, buf in ctx.graph.recording.external.items():
-            if key in ctx.session.static_keys or key in info.graph_written or not buf.alive() or buf.graph_only:
-                continue  # (alive but unreachable: nothing this step writes it; graph_only: an address is no read)
+            if key in ctx.session.unpoisoned or key in info.graph_written or not buf.alive() or buf.graph_only:
+                continue  # (static or constant; alive but unreachable: nothing this step writes it; graph_only: an address is no read)
             stale = [
                 (lo, hi, a)
                 for lo, hi, a in self.read_regions(key)
@@ -373,7 +373,7 @@ class Evidence:
         if history:
             # the graph instance's own history: every capture (largest first) before the example
             for size in sorted(ctx.session.infos, reverse=True):
-                call_target("prepare(batch) [diagnosis]", inst.prepare, ctx.session.infos[size].batch)
+                call_target("prepare(batch) [diagnosis]", capture_prepare(inst), ctx.session.infos[size].batch)
                 call_target("forward() [diagnosis]", inst.forward)
         randomise_static(inst, ctx.seed)  # as the graph instance's reset: after the captures, at the example's start
         launches: list[Launch] = []
@@ -423,7 +423,7 @@ class Evidence:
         call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)
         ctx.session.share_constants(inst)
         randomise_static(inst, ctx.seed)
-        call_target("prepare(batch) [diagnosis]", inst.prepare, ctx.info.batch)
+        call_target("prepare(batch) [diagnosis]", capture_prepare(inst), ctx.info.batch)
         for _ in range(2):
             call_target("forward() [diagnosis]", inst.forward)
         with Recorder("observe") as rec:

@@ -31,8 +31,11 @@ __all__ = ["CapturePolicy", "POLICIES", "EXPLORE", "resolve_capture", "capture_q
 
 
 def capture_query_len(support: Support, spec: CaptureSpec) -> int:
-    """The query length of the worst-case capture batch at ``support``."""
-    return 1 if support == Support.UNIFORM_SINGLE_TOKEN_DECODE else spec.max_query_len
+    """The query length of the worst-case capture batch at ``support`` (a ``UNIFORM_BATCH`` graph's: the
+    spec's ``uniform_query_len`` when it sets one)."""
+    if support == Support.UNIFORM_SINGLE_TOKEN_DECODE:
+        return 1
+    return spec.uniform_lengths()[1] if support == Support.UNIFORM_BATCH else spec.max_query_len
 
 
 def _worst(spec: CaptureSpec, support: Support, size: int) -> Batch:
@@ -40,7 +43,7 @@ def _worst(spec: CaptureSpec, support: Support, size: int) -> Batch:
 
 
 def _minimal(spec: CaptureSpec, support: Support, size: int) -> Batch:
-    q = spec.max_query_len if support == Support.UNIFORM_BATCH else 1
+    q = capture_query_len(support, spec) if support == Support.UNIFORM_BATCH else 1
     blocks = -(-q // spec.block_size)
     table = tuple(tuple(range(1 + i * blocks, 1 + (i + 1) * blocks)) for i in range(size))
     return Batch(query_lens=(q,) * size, seq_lens=(q,) * size, block_table=table, seed=CAPTURE_SEED)

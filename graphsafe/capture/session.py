@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..contract import Batch, CaptureSpec, Support, Target
+from ..contract import Batch, CaptureSpec, Support, Target, capture_prepare
 from ..engines import Engine, Graph
 from ..engines.recording import TensorArg
 from ..engines.userframe import user_frame_of
@@ -136,7 +136,7 @@ class CaptureSession:
         g, eng = self.target, self.engine
         before = Snapshot(storages_of(g, self.static_keys))
         with eng.host_memory():
-            call_target("prepare(batch)", g.prepare, batch)
+            call_target("prepare(batch)", capture_prepare(g), batch)
         now = storages_of(g, self.static_keys)
         prepare_written = before.changed() | (set(now) - set(before.tensors))
         pre_warm = Snapshot(now)
@@ -209,7 +209,9 @@ class CaptureSession:
                 k: t
                 for k, t in candidates.items()
                 if k
-                not in prepare_writes(candidates, lambda: call_target("prepare(batch)", self.target.prepare, batch))
+                not in prepare_writes(
+                    candidates, lambda: call_target("prepare(batch)", capture_prepare(self.target), batch)
+                )
             }
         paths = paths_by_storage(self.target)
         self.constant_paths = {paths[k][0]: t for k, t in candidates.items() if paths.get(k)}

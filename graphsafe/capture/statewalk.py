@@ -20,7 +20,18 @@ __all__ = ["storage_key", "walk", "walk_steps", "tensors", "Step", "paths_by_sto
 
 _MAX_DEPTH = 8
 _MAX_VISITS = 100_000  # objects walked with every_path=True (shared objects are walked once per path)
-_SKIP_MODULE_PREFIXES = ("triton", "torch._", "numpy", "hypothesis", "graphsafe.engines", "graphsafe._internal")
+# configuration objects hold no device buffers: vLLM's configs and the Hugging Face configs inside them are
+# thousands of objects a walk would visit every step
+_SKIP_MODULE_PREFIXES = (
+    "triton",
+    "torch._",
+    "numpy",
+    "hypothesis",
+    "graphsafe.engines",
+    "graphsafe._internal",
+    "vllm.config",
+    "transformers",
+)
 
 #: one step from an object to a child: ``(False, name)`` reads ``getattr(obj, name)``, ``(True, key)`` reads ``obj[key]``
 Step = tuple[bool, Any]

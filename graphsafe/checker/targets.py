@@ -1,9 +1,9 @@
 """Which class a target name means, and whether the class meets the contract.
 
 A target is a class, ``"module:Class"`` or a registered name: the reference kernels
-(:mod:`graphsafe.reference`), the FlashInfer targets (:mod:`graphsafe.flashinfer`, which need FlashInfer
-and a GPU to run, and are not part of ``all``) and the ``graphsafe.targets`` entry points of installed
-packages.
+(:mod:`graphsafe.reference`), the FlashInfer targets (:mod:`graphsafe.flashinfer`) and the vLLM targets
+(:mod:`graphsafe.vllm`, also ``vllm:<backend>`` for any vLLM backend), which need their library and a GPU
+to run and are not part of ``all``, and the ``graphsafe.targets`` entry points of installed packages.
 """
 
 from __future__ import annotations
@@ -14,15 +14,24 @@ import inspect
 from importlib.metadata import entry_points
 from typing import Any
 
-from .. import flashinfer
+from .. import flashinfer, vllm
 from ..contract import CaptureSpec, Support, Target
 from ..errors import ContractError, UsageError
 
-__all__ = ["names", "lookup", "resolve_target", "validate_target", "target_name", "expand", "GROUPS"]
+__all__ = [
+    "names",
+    "lookup",
+    "resolve_target",
+    "validate_target",
+    "target_name",
+    "expand",
+    "GROUPS",
+    "declared_support",
+]
 
 #: words that stand for several targets: ``all`` (the reference kernels and installed packages' entry
-#: points) and ``flashinfer`` (the FlashInfer targets, which need FlashInfer and a GPU)
-GROUPS = ("all", "flashinfer")
+#: points), ``flashinfer`` and ``vllm`` (the FlashInfer and vLLM targets, which need their library and a GPU)
+GROUPS = ("all", "flashinfer", "vllm")
 
 
 def _entry_points() -> dict:
@@ -49,11 +58,13 @@ def expand(word: str) -> list[str]:
         return names()
     if word == "flashinfer":
         return flashinfer.names()
+    if word == "vllm":
+        return vllm.names()
     return [word]
 
 
 def _unknown(name: str, why: str) -> UsageError:
-    close = difflib.get_close_matches(name, names() + flashinfer.names(), n=3, cutoff=0.75)
+    close = difflib.get_close_matches(name, names() + flashinfer.names() + vllm.names(), n=3, cutoff=0.75)
     if close:
         return UsageError(f"no registered target {name!r}; did you mean {' or '.join(close)}?")
     return UsageError(why)
@@ -66,6 +77,8 @@ def lookup(name: str) -> type:
         return reference.resolve(name)
     if name in flashinfer.names():  # the classes import without FlashInfer; their setup() needs it
         return flashinfer.resolve(name)
+    if vllm.is_vllm_name(name):  # (likewise without vLLM)
+        return vllm.resolve(name)
     eps = _entry_points()
     if name in eps:
         try:
@@ -110,8 +123,20 @@ def resolve_target(target: Any) -> tuple[type, str]:
     return lookup(target), target
 
 
+def declared_support(cls: type) -> Any:
+    """``cls.support`` without resolving a level that the class resolves where its check runs: such a
+    ``support`` (graphsafe.vllm's, read from vLLM's builder class) is a descriptor with a true
+    ``resolved_when_checked`` attribute, returned as it is, so that a process that only schedules checks
+    does not import the backend's library."""
+    raw = inspect.getattr_static(cls, "support", None)
+    if getattr(raw, "resolved_when_checked", False):
+        return raw
+    return getattr(cls, "support", Target.support)
+
+
 def validate_target(cls: type) -> None:
-    """Raise :class:`ContractError` naming the method or attribute that breaks the contract."""
+    """Raise :class:`ContractError` naming the method or attribute that breaks the contract (a support
+    level resolved where the check runs is checked there, by the check itself)."""
     name = getattr(cls, "__qualname__", repr(cls))
     for meth in ("setup", "prepare", "forward"):
         fn = getattr(cls, meth, None)
@@ -121,7 +146,9 @@ def validate_target(cls: type) -> None:
             )
         if issubclass(cls, Target) and getattr(Target, meth) is fn:
             raise ContractError(f"{name}.{meth}() is not implemented: override it (see graphsafe.Target's docstring)")
-    support = getattr(cls, "support", Target.support)
+    support = declared_support(cls)
+    if getattr(support, "resolved_when_checked", False):
+        support = Support.ALWAYS  # (stands for "not NEVER": the level itself is known where the check runs)
     if not isinstance(support, Support):
         try:
             support = Support(support)

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import CaptureError
 from . import capture_rules, triton_env
@@ -57,6 +58,17 @@ __all__ = [
 SYNC_OPS = capture_rules.HOST_READS | {"aten::repeat_interleave"}
 # Ops whose argument is a tensor torch just made from host data (torch.tensor, a Python scalar): the graph's own.
 _LIFTS = {"aten::lift_fresh", "aten::lift_fresh_copy"}
+
+
+def _syncs(func: Any, args: dict[str, Any]) -> bool:
+    """Does this aten op read device data back to the host?  ``repeat_interleave`` only by counts in a tensor
+    and without ``output_size`` (by an int, or given the output size, the host knows the shape)."""
+    name = func._schema.name
+    if name == "aten::repeat_interleave":
+        return func._overloadname in ("Tensor", "self_Tensor") and args.get("output_size") is None
+    return name in SYNC_OPS
+
+
 # Factory ops whose result is uninitialised: a real graph does not touch the memory on replay.
 _NO_REPLAY = {"aten::empty", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided", "aten::empty_like"}
 # Bookkeeping ops that launch no device work (besides views): a difference in them is no branch.
@@ -144,16 +156,17 @@ class Recorder:
         self.mode = mode
         self.learn_writes = learn_writes
         self.skip_keys = skip_keys or set()
-        self.known_kernels: set[str] = set()  # kernels whose writes are known already: not learned again
+        # kernels whose writes are known already, not learned again: (name, the arguments that were tensors),
+        # since one kernel specialised for other pointers (a None scratch buffer, say) writes other arguments
+        self.known_kernels: set[tuple[str, frozenset[str]]] = set()
         self.launches: list[Launch] = []
         self.internal: set[int] = set()
         self.external: dict[int, ExternalBuffer] = {}
         self.program: list[Callable[[], None]] = []
         self.notes: list[str] = []
         self.kernel_writes: set[tuple[str, str]] = set()
-        self.learned_kernels: set[str] = (
-            set()
-        )  # kernels whose writes this recorder learned (some may write nothing seen)
+        # kernels whose writes this recorder learned (some may write nothing seen), keyed as known_kernels
+        self.learned_kernels: set[tuple[str, frozenset[str]]] = set()
         self.written: set[int] = set()  # storage keys written by recorded launches
         self.suspended = False
         self._keep: list[torch.Tensor] = []  # internal tensors the emulated graph owns
@@ -288,7 +301,9 @@ class Recorder:
         if self.mode == "emulate":
             why = capture_rules.refusal(func, args, self.host)
         elif (
-            name in SYNC_OPS and not host_only and any(t.untyped_storage().data_ptr() in self.internal for t in tensors)
+            _syncs(func, args)
+            and not host_only
+            and any(t.untyped_storage().data_ptr() in self.internal for t in tensors)
         ):
             why = capture_rules.SYNC
         else:
@@ -349,8 +364,8 @@ class Recorder:
         self.launches.append(launch)
         ptrs = {k: v for k, v in bound.items() if isinstance(v, torch.Tensor)}
         before = None
-        if self.learn_writes and name not in self.known_kernels:
-            self.learned_kernels.add(name)
+        if self.learn_writes and (learn := (name, frozenset(ptrs))) not in self.known_kernels:
+            self.learned_kernels.add(learn)
             before = {k: v.clone() for k, v in ptrs.items() if v.untyped_storage().data_ptr() not in self.skip_keys}
         with self.suspend():
             result = orig_run(kernel, *args, grid=g if frozen_grid else grid, warmup=False, **kwargs)
@@ -398,26 +413,38 @@ class Recorder:
         self.launches.append(Launch("opaque", name, rec_args, None, where))
         tensors = {k: list(_tensors(v)) for k, v in bound.items()}
         before = None
-        if self.learn_writes and name not in self.known_kernels:
-            self.learned_kernels.add(name)
+        if (
+            self.learn_writes
+            and (learn := (name, frozenset(k for k, ts in tensors.items() if ts))) not in self.known_kernels
+        ):
+            self.learned_kernels.add(learn)
             before = {
                 k: [t.clone() for t in ts]
                 for k, ts in tensors.items()
                 if ts and all(t.untyped_storage().data_ptr() not in self.skip_keys for t in ts)
             }
-        with self.suspend():
+        # no dispatch mode at all while it runs: torch.compile'd code (an opaque call may be one) falls back to
+        # eager, or fails, under an active TorchDispatchMode
+        with self.suspend(), _disable_current_modes():
             result = fn(*args, **kwargs)
         if before is not None:
             for k, olds in before.items():
                 if any(not _same_bytes(old, t) for old, t in zip(olds, tensors[k])):
                     self.kernel_writes.add((name, k))
+        in_keys = {t.untyped_storage().data_ptr() for ts in tensors.values() for t in ts}
+        made = [t for t in _tensors(result) if t.untyped_storage().data_ptr() not in in_keys | set(self.external)]
+        self.internal.update(t.untyped_storage().data_ptr() for t in made)  # the call allocated them: the graph's
         if self.mode == "emulate":
             targs = self._template(tuple(args))
             tkwargs = {k: self._template(v) for k, v in kwargs.items()}
+            keep = [self._template(t) for t in made]
 
             def relaunch():
-                with _suspended_global():
-                    fn(*materialise(targs), **materialise(tkwargs))
+                with _suspended_global(), _disable_current_modes():
+                    res = fn(*materialise(targs), **materialise(tkwargs))
+                fresh = [t for t in _tensors(res) if t.untyped_storage().data_ptr() not in in_keys]
+                for dst, src in zip(materialise(keep), fresh):  # later launches read the captured result
+                    dst.copy_(src)
 
             self.program.append(relaunch)
         return result

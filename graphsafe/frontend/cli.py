@@ -61,13 +61,15 @@ from ..flashinfer import requirement as flashinfer_requirement
 from ..probes import PROBES
 from ..reports import repro_main
 from ..reports.jsonio import read_data
+from ..vllm import requirement as vllm_requirement
 from . import console
 from . import options as o
 from .devices import engine_problem, prepare_engine
 from .options import RunOptions
 from .parser import build_parser
 from .runner import audit, run
-from .sandbox import close_all, get_sandbox
+from .sandbox import close_all, get_sandbox, warm
+from .sandbox.child import preload_of
 
 __all__ = ["main", "build_parser"]
 
@@ -198,6 +200,8 @@ def _run_all(
     results: dict[str, CheckResult] = {}
     status = EXIT_OK
     latch = _InterruptLatch()
+    if run_opts.isolate == "target":  # the fork server imports every target's library once (vLLM: seconds)
+        warm(check.engine, preload=tuple(m for c in classes.values() for m in preload_of(c)))
     try:
         for i, name in enumerate(targets, 1):
             latch.check()
@@ -344,9 +348,9 @@ def _audit(args: argparse.Namespace) -> int:
 # -- list --------------------------------------------------------------------------------------
 def _list() -> int:
     prepare_engine("auto")  # listing imports the reference kernels
-    all_names, fi_names = names(), expand("flashinfer")
-    width = max((len(n) for n in all_names + fi_names), default=0)
-    for name in all_names + fi_names:
+    all_names, extra = names(), expand("flashinfer") + expand("vllm")
+    width = max((len(n) for n in all_names + extra), default=0)
+    for name in all_names + extra:
         try:
             cls = lookup(name)
         except Exception as e:  # noqa: BLE001 - one broken target must not hide the others
@@ -357,11 +361,13 @@ def _list() -> int:
         if has_expected:
             line += f"  [expected: {getattr(expected, 'value', expected) or 'ok'}]"
         print(line)
-    missing = flashinfer_requirement()
-    print(
-        "\nthe flashinfer:* targets (group 'flashinfer', not in 'all') "
-        + (f"cannot run here: {missing}" if missing else "can run here")
-    )
+    print()
+    for group, missing in (("flashinfer", flashinfer_requirement()), ("vllm", vllm_requirement())):
+        print(
+            f"the {group}:* targets (group '{group}', not in 'all') "
+            + (f"cannot run here: {missing}" if missing else "can run here")
+        )
+    print("any vLLM backend: vllm:<registry name or module:Class>, vllm-mla:<...> for an MLA backend's decode")
     return 0
 
 

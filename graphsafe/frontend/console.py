@@ -9,6 +9,7 @@ from tqdm import tqdm
 
 from ..checker import CheckOptions, Progress
 from ..checker.audit import AuditResult
+from ..checker.targets import declared_support
 from ..errors import GraphsafeError, TargetFailure, TargetTimeout
 from ..findings import CheckResult
 
@@ -31,7 +32,10 @@ NOT_REACHED = "not reached"
 def header(name: str, cls: type, check: CheckOptions) -> str:
     """What is about to be checked: support level, spec, capture policies and examples."""
     spec = check.spec_for(cls)
-    support = getattr(getattr(cls, "support", None), "name", None) or "UNIFORM_SINGLE_TOKEN_DECODE (not set)"
+    level = declared_support(cls)
+    support = getattr(level, "name", None) or "UNIFORM_SINGLE_TOKEN_DECODE (not set)"
+    if getattr(level, "resolved_when_checked", False):
+        support = f"<{level.describe}>"
     return (
         f"checking {name} at Support.{support}, CaptureSpec(max_reqs={spec.max_reqs}, max_query_len="
         f"{spec.max_query_len}, max_seq_len={spec.max_seq_len}, block_size={spec.block_size}), capture "

@@ -29,6 +29,7 @@ from .fixture import GraphsafeFixture, error_text, failure_line, failure_text, m
 from .options import RunOptions
 from .runner import audit, run
 from .sandbox import MAX_LIVE, get_sandbox, warm
+from .sandbox.child import preload_of
 
 __all__ = [
     "PluginRun",
@@ -118,7 +119,8 @@ def configure(config: pytest.Config) -> None:
         and not controller
         and not config.option.collectonly
     ):
-        warm(opts.engine)  # the fork server imports torch and graphsafe while pytest collects
+        # the fork server imports torch, graphsafe and the targets' libraries while pytest collects
+        warm(opts.engine, preload=tuple(m for t in opts.targets for m in preload_of(t)))
 
 
 def header(config: pytest.Config) -> list[str] | None:

@@ -177,7 +177,7 @@ def parse_capture(value: Any, where: str = "capture") -> tuple[str, ...] | None:
 
 def expand_targets(values: Iterable[str]) -> list[str]:
     """Target names in the given order, de-duplicated; ``all`` expands to every registered name (sorted),
-    ``flashinfer`` to the FlashInfer targets."""
+    ``flashinfer`` and ``vllm`` to the FlashInfer and vLLM targets."""
     out: list[str] = []
     for v in _split(list(values)):
         out.extend(n for n in expand_group(v) if n not in out)

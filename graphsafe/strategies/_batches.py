@@ -118,7 +118,8 @@ def decode_lengths(
 
     * ``UNIFORM_SINGLE_TOKEN_DECODE``: every length is 1.
     * ``UNIFORM_BATCH``: one ``u = 1 + k`` (``k >= 0`` speculative tokens,
-      ``u <= spec.max_query_len``) for every request; shrinks to ``u = 1``.
+      ``u <= spec.max_query_len``; exactly ``spec.uniform_query_len`` when set) for every request;
+      shrinks to ``u = 1``.
     * ``ALWAYS``: each request independently in ``[1, spec.max_query_len]``
       (mixed prefill and decode); shrinks to all 1.
     * ``NEVER``: raises ``UsageError``: nothing may be captured.
@@ -153,8 +154,8 @@ def _draw_query_lens(draw: Any, level: Support, spec: CaptureSpec, n: int) -> tu
     if level is Support.UNIFORM_SINGLE_TOKEN_DECODE:
         return (1,) * n
     if level is Support.UNIFORM_BATCH:
-        k = draw(_ints(0, spec.max_query_len - 1))
-        return (1 + k,) * n
+        lo, hi = spec.uniform_lengths()
+        return (lo + draw(_ints(0, hi - lo)),) * n
     q = st.integers(1, spec.max_query_len)
     return tuple(draw(q) for _ in range(n))
 
@@ -281,7 +282,8 @@ def _batch(
     if level is Support.UNIFORM_SINGLE_TOKEN_DECODE:
         uniform: int | None = 1
     elif level is Support.UNIFORM_BATCH:
-        uniform = 1 + draw(_ints(0, spec.max_query_len - 1))
+        lo, hi = spec.uniform_lengths()
+        uniform = lo + draw(_ints(0, hi - lo))
     else:
         uniform = None
     reqs = [draw(_request(spec, uniform, chunks, lo_floor, hi_cap)) for _ in range(n)]

@@ -116,7 +116,8 @@ class Layout:
         if self.level is Support.UNIFORM_SINGLE_TOKEN_DECODE:
             uniform: int | None = 1
         elif self.level is Support.UNIFORM_BATCH:
-            uniform = 1 + below(self.o_uniform, self.w_q, spec.max_query_len)
+            lo, hi = spec.uniform_lengths()
+            uniform = lo + below(self.o_uniform, self.w_q, hi - lo + 1)
         else:
             uniform = None
         qs, ss = [], []

@@ -111,14 +111,16 @@ def test_version_and_help(capsys):
     assert "--capture-sizes" in capsys.readouterr().out
 
 
-def test_list_prints_every_registered_target_once_sorted_then_the_flashinfer_targets(capsys):
-    from graphsafe import flashinfer
+def test_list_prints_every_registered_target_once_sorted_then_the_flashinfer_and_vllm_targets(capsys):
+    from graphsafe import flashinfer, vllm
 
     assert main(["list"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
-    assert [line.split()[0] for line in lines[:-1]] == names() + flashinfer.names()  # one per line
-    missing = flashinfer.requirement()
-    assert lines[-1].endswith(f"cannot run here: {missing}" if missing else "can run here")
+    registered = names() + flashinfer.names() + vllm.names()
+    assert [line.split()[0] for line in lines[: len(registered)]] == registered  # one per line
+    for group, missing in (("flashinfer", flashinfer.requirement()), ("vllm", vllm.requirement())):
+        [line] = [x for x in lines if x.startswith(f"the {group}:* targets")]
+        assert line.endswith(f"cannot run here: {missing}" if missing else "can run here")
 
 
 def test_list_shows_each_reference_kernels_expected_verdict_and_first_sentence(capsys):

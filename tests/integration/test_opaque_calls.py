@@ -92,14 +92,23 @@ def test_warm_up_names_a_kernel_it_examined_even_when_no_write_was_seen():
     with Recorder("observe", learn_writes=True) as rec:
         graphsafe.opaque_call("ext.scale", T.ext_scale, x, lens, out, 1.0, arg_names=("x", "lens", "out", "factor"))
     assert rec.kernel_writes == set()
-    assert rec.learned_kernels == {"ext.scale"}
+    assert rec.learned_kernels == {("ext.scale", frozenset({"x", "lens", "out"}))}
 
 
 def test_warm_up_does_not_learn_again_a_kernel_an_earlier_warm_up_examined():
     x, lens, out = torch.ones(2, 3), torch.ones(2), torch.zeros(2, 3)
     rec = Recorder("observe", learn_writes=True)
-    rec.known_kernels = {"ext.scale"}
+    rec.known_kernels = {("ext.scale", frozenset({"x", "lens", "out"}))}
     with rec:
         graphsafe.opaque_call("ext.scale", T.ext_scale, x, lens, out, 1.0, arg_names=("x", "lens", "out", "factor"))
     assert rec.kernel_writes == set() and rec.learned_kernels == set()
     assert len(rec.launches) == 1, "the launch is still recorded"
+
+
+def test_warm_up_learns_again_a_kernel_called_with_other_tensor_arguments():
+    x, lens, out = torch.ones(2, 3), torch.ones(2), torch.zeros(2, 3)
+    rec = Recorder("observe", learn_writes=True)
+    rec.known_kernels = {("ext.scale", frozenset({"x", "lens"}))}  # examined when ``out`` was not a tensor
+    with rec:
+        graphsafe.opaque_call("ext.scale", T.ext_scale, x, lens, out, 1.0, arg_names=("x", "lens", "out", "factor"))
+    assert rec.kernel_writes == {("ext.scale", "out")}

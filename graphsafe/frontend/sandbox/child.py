@@ -35,10 +35,20 @@ from ..inprocess import run_here
 from ..options import register_profiles
 from .wire import result_to_text
 
-__all__ = ["child_main", "cuda_context_ok", "PRELOAD"]
+__all__ = ["child_main", "cuda_context_ok", "PRELOAD", "PRELOAD_ENV", "preload_of"]
 
 #: the module the fork server imports for its children (:mod:`.preload`)
 PRELOAD = __name__.rpartition(".")[0] + ".preload"
+#: the environment variable that names the further modules the fork server imports (comma-separated)
+PRELOAD_ENV = "GRAPHSAFE_PRELOAD"
+
+
+def preload_of(target: Any) -> tuple[str, ...]:
+    """The modules ``target`` (a class or a name) asks the fork server to import: its ``preload``."""
+    with contextlib.suppress(Exception):  # a target that does not resolve fails in its check, reported
+        cls = lookup(target) if isinstance(target, str) else target
+        return tuple(getattr(cls, "preload", ()) or ())
+    return ()
 
 
 def cuda_context_ok() -> bool:
@@ -92,7 +102,8 @@ def _warm_up(ref: str) -> None:
     with contextlib.suppress(Exception):
         importlib.import_module("torch._dynamo")
     with contextlib.suppress(Exception):  # whatever fails here fails again, reported, in the check
-        lookup(ref)  # the target's module and its kernels
+        for module in preload_of(ref):  # its library, unless the fork server imported it
+            importlib.import_module(module)
 
 
 def _inherited() -> dict | None:

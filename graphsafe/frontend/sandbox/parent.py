@@ -53,7 +53,7 @@ from ...errors import ContextBroken, ContractError, InternalError, ReplayHung, T
 from ...findings import CheckResult
 from ..inprocess import RunOptions, run_here
 from . import server
-from .child import child_main
+from .child import child_main, preload_of
 from .faults import death_text, where_in_dump
 from .wire import result_from_text, target_ref
 
@@ -246,7 +246,7 @@ class Sandbox:
                 self._await_ready(timeout)
             return
         self._discard()
-        ctx, how = server.context_for(self.engine, self.method)
+        ctx, how = server.context_for(self.engine, self.method, preload=preload_of(self.target))
         parent, child = ctx.Pipe(duplex=True)
         lifeline, self._lifeline = ctx.Pipe(duplex=False)
         env = dict(os.environ) if how == "forkserver" else None  # spawned children inherit it anyway

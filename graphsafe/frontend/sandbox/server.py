@@ -5,7 +5,9 @@ graphsafe's recorder pulls in on its first operation), hypothesis and graphsafe;
 target, that was a large part of a short check.  Here the first sandbox of a process (a pytest
 worker, the command line) starts ``multiprocessing``'s ``forkserver`` with :mod:`.preload` as its
 preload, and every child after that forks from it.  Each process that starts sandboxes has its
-own server, so the start-up is paid once per pytest worker, not once per target.
+own server, so the start-up is paid once per pytest worker, not once per target.  Targets name
+further modules to import there (``preload``: vLLM's targets name vLLM, which takes seconds); the
+first sandbox's, or those :func:`warm` is given, are what the server imports.
 
 The server is started with the engine already decided: ``TRITON_INTERPRET`` is "1" (the emulator)
 or "0" (CUDA) in its environment before it imports triton, ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` keeps
@@ -31,7 +33,7 @@ from multiprocessing import forkserver
 from typing import Any
 
 from ..devices import interpreter_for
-from .child import PRELOAD
+from .child import PRELOAD, PRELOAD_ENV
 
 __all__ = ["context_for", "warm", "server_key", "mismatch", "stop_using", "METHODS"]
 
@@ -54,7 +56,7 @@ _IMPORT_TIME = (
     "HYPOTHESIS",
 )
 #: set by :func:`_start` for the server itself (the interpreter is the key's first part)
-_SET_HERE = ("TRITON_INTERPRET", "PYTORCH_NVML_BASED_CUDA_CHECK")
+_SET_HERE = ("TRITON_INTERPRET", "PYTORCH_NVML_BASED_CUDA_CHECK", PRELOAD_ENV)
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"key": None, "not_used": ""}
@@ -71,32 +73,36 @@ def _available() -> bool:
     return "forkserver" in mp.get_all_start_methods() and os.environ.get("GRAPHSAFE_FORKSERVER", "1") != "0"
 
 
-def context_for(engine: str, method: str = "auto") -> tuple[Any, str]:
+def context_for(engine: str, method: str = "auto", preload: tuple[str, ...] = ()) -> tuple[Any, str]:
     """The ``multiprocessing`` context a child on ``engine`` starts from, and its name
-    (``"forkserver"`` or ``"spawn"``); starts the server on the first call."""
+    (``"forkserver"`` or ``"spawn"``); starts the server on the first call, importing ``preload`` (module
+    names: a target's library, say) there too.  A server started without a child's ``preload`` still
+    serves it: the child imports what is missing itself."""
     if method == "spawn" or not _available():
         return mp.get_context("spawn"), "spawn"
     key = server_key(engine)
     with _lock:
         if _state["key"] is None and not _state["not_used"]:
-            _start(key)
+            _start(key, preload)
         usable = _state["key"] == key and not _state["not_used"]
     return (mp.get_context("forkserver"), "forkserver") if usable else (mp.get_context("spawn"), "spawn")
 
 
-def warm(engine: str) -> None:
-    """Start the server now for ``engine`` (it imports in the background), unless one runs already."""
+def warm(engine: str, preload: tuple[str, ...] = ()) -> None:
+    """Start the server now for ``engine`` (it imports in the background, ``preload`` too), unless one runs
+    already."""
     if _available():
-        context_for(engine)
+        context_for(engine, preload=preload)
 
 
-def _start(key: tuple) -> None:
+def _start(key: tuple, preload: tuple[str, ...] = ()) -> None:
     interpret = key[0]
     mp.get_context("forkserver").set_forkserver_preload([PRELOAD])
     server_env = {
         "TRITON_INTERPRET": "1" if interpret else "0",
         "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        PRELOAD_ENV: ",".join(dict.fromkeys(preload)),
     }
     saved = {k: os.environ.get(k) for k in server_env}
     os.environ.update(server_env)  # the server is started with this process's environment, read here

@@ -146,3 +146,20 @@ def test_capture_spec_round_trips_through_plain_data_and_ignores_unknown_keys():
     data = spec.to_dict()
     assert data["capture_sizes"] == [1, 4] and json.loads(json.dumps(data)) == data
     assert CaptureSpec.from_dict({**data, "added_in_a_later_version": 1}) == spec
+
+
+def test_a_uniform_query_len_longer_than_the_longest_query_is_a_spec_error():
+    with pytest.raises(graphsafe.SpecError, match="uniform_query_len"):
+        CaptureSpec(max_query_len=2, uniform_query_len=3)
+
+
+def test_prepare_capture_is_prepare_unless_a_target_says_otherwise():
+    calls = []
+
+    class T(graphsafe.Target):
+        def prepare(self, batch):
+            calls.append(batch)
+
+    b = Batch((1,), (3,), ((1,),))
+    T().prepare_capture(b)
+    assert calls == [b]

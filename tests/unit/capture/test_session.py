@@ -80,7 +80,7 @@ def test_reset_reseeds_the_static_buffers():
 def test_a_session_names_every_kernel_its_warm_ups_examined():
     learned = session().learned_writes()
     assert learned.kernels, "the synthetic target launches Triton kernels"
-    assert {kernel for kernel, _ in learned.pairs} <= learned.kernels
+    assert {kernel for kernel, _ in learned.pairs} <= {kernel for kernel, _ in learned.kernels}
 
 
 def test_a_session_given_what_another_learned_knows_the_same_writes_without_learning_them(monkeypatch):
@@ -95,3 +95,24 @@ def test_a_session_given_what_another_learned_knows_the_same_writes_without_lear
     assert second.learned_writes() == learned
     for size, info in second.infos.items():
         assert info.warmup_kernel_writes == first.infos[size].warmup_kernel_writes
+
+
+class CapturePrepared(WithIndex):
+    """Records which path prepared each batch."""
+
+    def setup(self, spec, device):
+        super().setup(spec, device)
+        self.paths = []
+
+    def prepare(self, batch):
+        self.paths.append("step")
+        super().prepare(batch)
+
+    def prepare_capture(self, batch):
+        self.paths.append("capture")
+        super().prepare(batch)
+
+
+def test_a_session_prepares_each_capture_batch_through_prepare_capture():
+    s = session(CapturePrepared)
+    assert s.target.paths[:3] == ["capture"] * 3 and "step" not in s.target.paths

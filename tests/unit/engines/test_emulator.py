@@ -104,6 +104,18 @@ def test_host_sync_on_graph_data_is_a_capture_error_naming_op_and_line(emu):
         emu.capture(forward, pool=None)
 
 
+def test_repeat_interleave_by_an_int_reads_nothing_back_and_replays_the_new_values(emu):
+    x = torch.ones(2, device=emu.device)
+
+    def forward():
+        return (x * 2).repeat_interleave(3, dim=0)  # the output size is known on the host: no sync
+
+    graph = emu.capture(forward, pool=None)
+    x.fill_(5.0)
+    graph.replay()
+    assert graph.outputs[0].tolist() == [10.0] * 6 and not graph.recording.notes
+
+
 def test_host_read_of_a_device_input_is_a_capture_error(emu):
     n = torch.tensor([3], device=emu.device)  # device memory a prepare() would write
     x = torch.ones(2, device=emu.device)

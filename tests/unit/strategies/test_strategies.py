@@ -385,3 +385,21 @@ def test_capture_specs_shrink_to_the_smallest_spec():
 def test_capture_batches_shrink_to_one_minimal_request_padded():
     cap = shrunk(capture_batches(SMALL, num_slots=4), lambda b: True)
     assert cap == SIMPLEST.padded(4)
+
+
+UNIFORM_3 = CaptureSpec(max_reqs=4, max_query_len=4, max_seq_len=64, block_size=16, uniform_query_len=3)
+
+
+@PROPERTY
+@given(data=st.data())
+def test_a_uniform_batch_has_exactly_the_specs_uniform_query_len(data):
+    qs = data.draw(decode_lengths(support=Support.UNIFORM_BATCH, spec=UNIFORM_3))
+    batch = data.draw(batches(UNIFORM_3, support=Support.UNIFORM_BATCH))
+    assert set(qs) == {3} and set(batch.query_lens) == {3}
+
+
+@PROPERTY
+@given(data=st.data())
+def test_mixed_batches_ignore_the_uniform_query_len(data):
+    batch = data.draw(batches(UNIFORM_3, support=Support.ALWAYS))
+    assert max(batch.query_lens) <= UNIFORM_3.max_query_len

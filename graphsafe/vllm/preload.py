@@ -1,0 +1,27 @@
+"""What the fork server imports for vLLM targets (``VllmTarget.preload``), once for every sandbox child.
+
+vLLM takes seconds to import (17-25 s on an H100 host, ``vllm.config`` most of it): imported here, in the
+fork server, before any child forks, it costs that once per process that starts sandboxes instead of once
+per target.  It imports vLLM's config and the modules of the backends graphsafe registers; nothing here
+touches CUDA.  A backend that does not import (a release without it) is left for its check to report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+from .library import load
+
+#: vLLM's modules of the registered backends (TRITON_ATTN, TRITON_MLA, FLEX_ATTENTION)
+MODULES = (
+    "vllm.v1.attention.backends.triton_attn",
+    "vllm.v1.attention.backends.mla.triton_mla",
+    "vllm.v1.attention.backends.flex_attention",
+)
+
+with contextlib.suppress(Exception):  # vLLM missing or broken: each check says so itself
+    load("vllm")
+    for name in MODULES:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
