@@ -448,6 +448,36 @@ def _conformance(d: dict[str, Any]) -> list[Table]:
     return [Table("Verdicts per family of cases", ["family", *engines], rows, lines)]
 
 
+def _vllm(d: dict[str, Any]) -> list[Table]:
+    lines = [
+        f"`benchmarks/vllm_campaign.py`: vLLM's own attention backends and deliberate mistakes in vLLM's real classes, "
+        f"{d['examples']} examples, {d['seeds']} seeds, `{d['capture']}` capture policies, each check isolated."
+    ]
+    rows = []
+    for r in d["rows"]:
+        found = ["; ".join(f) or "none" for f in r["found"]]
+        rows.append(
+            [
+                f"`{r['target']}`",
+                r["vllm"],
+                ", ".join(r["expected"]) or "none",
+                " / ".join(found) or "not run",
+                ", ".join(_num(x) for x in r.get("seconds") or []) or "-",
+            ]
+        )
+    tables = [Table("Findings per seed", ["target", "vLLM", "expected", "found (per seed)", "seconds"], rows, lines)]
+    cls = d.get("classification") or {}
+    if cls:
+        tables.append(
+            Table(
+                "Findings on stock backends",
+                ["backend", "classification"],
+                [[f"`{k}`", _short(v, 160)] for k, v in cls.items()],
+            )
+        )
+    return tables
+
+
 #: file-name pattern -> renderer (the first match wins)
 RENDERERS: list[tuple[str, Callable[[dict[str, Any]], list[Table]]]] = [
     (r"detection-.*\.json", _detection),
@@ -465,6 +495,7 @@ RENDERERS: list[tuple[str, Callable[[dict[str, Any]], list[Table]]]] = [
     (r"scaling-.*\.json", _scaling),
     (r"state-size-.*\.json", _state_size),
     (r"suite-timeline-.*\.json", _suite_timeline),
+    (r"vllm-.*\.json", _vllm),
 ]
 
 
