@@ -72,7 +72,7 @@ def resolve_recipe_target(recipe):
     return name
 
 
-def _replay(recipe, engine, target):
+def replay(recipe, engine, target):
     """``graphsafe.reproduce`` of the recipe's steps on ``engine``: the CheckResult."""
     spec = CaptureSpec.from_dict(recipe["spec"]) if recipe.get("spec") else None
     tolerance = Tolerance(**dict(recipe.get("options") or {}))  # rtol, atol, bitwise as the check used them
@@ -117,7 +117,7 @@ def run_recipe(recipe, engine=None, out=None):
         return EXIT_CANNOT_RUN
     if not recipe.get("steps"):
         print("  (the finding arose before any step; replaying one minimal batch after capture)", file=out)
-    result = _replay(recipe, engine, target)
+    result = replay(recipe, engine, target)
     print(result.summary(), file=out)
     errors = [f for f in result.findings if f.severity == "error"]
     raised = [f for f in errors if str(f.kind) == "target-error"]
