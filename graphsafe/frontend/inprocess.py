@@ -93,6 +93,8 @@ def _importing(frame: Any) -> bool:
 def _hard_stop_later(seconds: float) -> None:
     """faulthandler's timer: after ``seconds``, dump every thread's stack to stderr and exit."""
     for stream in (sys.stderr, sys.__stderr__):
+        if stream is None:
+            continue
         try:
             faulthandler.dump_traceback_later(seconds, exit=True, file=stream)
             return

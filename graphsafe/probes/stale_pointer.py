@@ -7,6 +7,8 @@ more is a dangling address.  Deterministic, whatever the allocator does next.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..capture.context import StepContext
 from ..capture.statewalk import paths_by_storage
 from ..findings import Finding, FindingKind
@@ -21,7 +23,8 @@ def run(ctx: StepContext) -> Finding | None:
         return None
     info = ctx.info
     now = paths_by_storage(ctx.session.target)
-    parts, details = [], []
+    parts: list[str] = []
+    details: list[dict[str, Any]] = []
     for buf in dead:
         paths = info.paths.get(buf.key, [])
         name = ", ".join(paths) or f"<tensor first used at {buf.first_use}>"

@@ -62,6 +62,8 @@ def resolve_recipe_target(recipe):
         if not os.path.exists(path):
             raise RuntimeError(f"target {name} was defined in the script {path}, which no longer exists")
         spec = importlib.util.spec_from_file_location("_graphsafe_repro_target", path)
+        if spec is None or spec.loader is None:
+            raise RuntimeError(f"target {name} was defined in the script {path}, which Python cannot load")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
