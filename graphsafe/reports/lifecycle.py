@@ -7,10 +7,11 @@
   then leaves the existing files untouched, so re-running a check does not churn committed sample reports.
 * :func:`prune_stale`: after a check of target T on engine E, T's reports made on E, of the kinds the check
   looked for, that this run did not (re)write are replayed from their recorded steps; those that now
-  pass are removed, each with a note on the result.  A search not finding a bug again is no proof that
-  it is fixed (which examples a search meets depends on Hypothesis' example database, its version, the
-  machine), so a report whose steps still fail stays; and a report made on another engine is not this
-  run's to judge (the CUDA engine and the emulator need not find the same set of bugs).
+  pass are removed, each with a note on the result.  A search not finding a bug again is no proof that it
+  is fixed (which examples a search meets depends on Hypothesis' example database, its version, the
+  machine), so a report whose steps still fail stays, brought up to date from the replay when that finds
+  the same bug at the same place (a moved line, a reworded message); and a report made on another engine
+  is not this run's to judge (the CUDA engine and the emulator need not find the same set of bugs).
 
 Example::
 
@@ -29,12 +30,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..findings import CheckResult, FindingKind
+from ..findings import CheckResult, Finding, FindingKind
 from ..probes import PROBES
 from . import _script, atomic, jsonio, repro
 from .paths import display_path, target_slug
 
-__all__ = ["VOLATILE_KEYS", "normalised", "same_report", "reported_kinds", "replay_failures", "prune_stale"]
+__all__ = ["VOLATILE_KEYS", "normalised", "same_report", "reported_kinds", "replay_errors", "prune_stale"]
 
 #: finding.json keys whose values change from run to run without the finding changing (the search
 #: effort too: a rerun replays the saved failing example from Hypothesis' database first)
@@ -97,12 +98,24 @@ def reported_kinds(result: CheckResult) -> set[str]:
     return kinds
 
 
-def replay_failures(data: dict[str, Any], target: Any, engine: str) -> list[str]:
-    """The error finding kinds that the report ``data`` (its ``finding.json``) still gives: its recorded
+def replay_errors(data: dict[str, Any], target: Any, engine: str) -> list[Finding]:
+    """The error findings that the report ``data`` (its ``finding.json``) still gives: its recorded
     capture and steps replayed on ``engine`` in this process with ``target`` (a class or its name), as
     its ``repro.py`` would.  Empty once the bug is fixed.  Raises whatever stops the replay itself."""
-    result = _script.replay(repro.recipe_from_data(data), engine, target)
-    return sorted(f.kind.value for f in result.errors)
+    return _script.replay(repro.recipe_from_data(data), engine, target).errors
+
+
+def _refresh(data: dict[str, Any], still: list[Finding], root: str | os.PathLike) -> None:
+    """Rewrite a kept report from its replay when the replay finds the same (target, kind, where): what
+    the report says then follows the code (a moved line, a reworded message); its search effort stays."""
+    from . import write_report  # here, not at the top: graphsafe/reports/__init__.py imports this module
+
+    for f in still:
+        if list(f.key) == data.get("key"):
+            f.examples_to_find = data.get("examples_to_find", f.examples_to_find)
+            f.seconds_to_find = data.get("seconds_to_find", f.seconds_to_find)
+            write_report(f, root)  # (untouched when it says the same: same_report)
+            return
 
 
 def _candidates(result: CheckResult, base: Path) -> list[tuple[Path, dict[str, Any]]]:
@@ -130,9 +143,10 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
 
     A candidate is a report directory whose ``finding.json`` names this target, this run's engine and
     a kind among :func:`reported_kinds`, and that no error finding of ``result`` was written to
-    (``report_dir``).  Each candidate is replayed (:func:`replay_failures`, with ``target``, default
+    (``report_dir``).  Each candidate is replayed (:func:`replay_errors`, with ``target``, default
     ``result.target``): it goes when its steps now pass, and stays when they still fail or cannot be
-    replayed.  Each removal and each kept candidate adds a note to ``result.notes``; unreadable
+    replayed; one that still fails at the same place is rewritten from the replay where it says something
+    new.  Each removal and each kept candidate adds a note to ``result.notes``; unreadable
     directories are left alone.  Removal is atomic (:func:`atomic.remove`).  Returns the directories removed.
     """
     base = Path(root) / target_slug(result.target)
@@ -142,7 +156,7 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
     for entry, data in _candidates(result, base):
         shown = display_path(entry)
         try:
-            still = replay_failures(data, result.target if target is None else target, result.engine)
+            still = replay_errors(data, result.target if target is None else target, result.engine)
         except Exception as e:  # noqa: BLE001 - a replay that cannot run judges nothing: the report stays
             why = (str(e).strip().splitlines() or [""])[0]
             result.notes.append(
@@ -151,9 +165,14 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
             )
             continue
         if still:
+            kinds = ", ".join(sorted({f.kind.value for f in still}))
             result.notes.append(
-                f"kept report {shown}: not found by this run, but its recorded steps still fail ({', '.join(still)})"
+                f"kept report {shown}: not found by this run, but its recorded steps still fail ({kinds})"
             )
+            try:
+                _refresh(data, still, root)
+            except OSError as e:
+                result.notes.append(f"kept report {shown} not brought up to date: {e}")
             continue
         try:
             atomic.remove(entry)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import graphsafe
-from graphsafe import CheckResult, FindingKind
+from graphsafe import CheckResult, Finding, FindingKind
 from graphsafe.frontend.inprocess import write_reports
 from graphsafe.probes import PROBES
 from graphsafe.reports import atomic, environment, lifecycle
@@ -42,11 +42,11 @@ def _snapshot(path: Path) -> dict[str, tuple[bytes, int, int]]:
 
 @pytest.fixture
 def replays(monkeypatch):
-    """The made-up target cannot run: each replay gives what ``replays.outcome`` says (a list of finding
-    kinds, or an exception to raise), and ``replays.calls`` records which reports were replayed."""
+    """The made-up target cannot run: each replay gives what ``replays.outcome`` says (the findings it
+    makes, or an exception to raise), and ``replays.calls`` records which reports were replayed."""
 
     class Replays:
-        outcome: list[str] | Exception = []
+        outcome: list[Finding] | Exception = []
         calls: list[tuple[str, str, str]] = []
 
     def replay(data, target, engine):
@@ -56,7 +56,7 @@ def replays(monkeypatch):
         return list(Replays.outcome)
 
     Replays.calls = []
-    monkeypatch.setattr(lifecycle, "replay_failures", replay)
+    monkeypatch.setattr(lifecycle, "replay_errors", replay)
     return Replays
 
 
@@ -82,13 +82,23 @@ def test_a_report_whose_steps_still_fail_is_kept_with_a_note(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     old = write(FindingKind.STALE_PADDING, tmp_path / "reports")
     before = _snapshot(old)
-    replays.outcome = ["stale-padding"]
+    replays.outcome = [make_finding(FindingKind.STALE_PADDING, where="self.elsewhere")]  # another place
     result = _result()
     assert lifecycle.prune_stale(result, tmp_path / "reports") == []
     assert _snapshot(old) == before
     assert result.notes == [
         f"kept report {os.path.relpath(old)}: not found by this run, but its recorded steps still fail (stale-padding)"
     ]
+
+
+def test_a_kept_report_is_brought_up_to_date_from_its_replay_keeping_its_search_effort(tmp_path, replays):
+    old = write(FindingKind.STALE_PADDING, tmp_path, message="padded slots keep stale values (at attn.py:10)")
+    replays.outcome = [make_finding(FindingKind.STALE_PADDING, examples_to_find=0, seconds_to_find=0.0)]
+    assert lifecycle.prune_stale(_result(), tmp_path) == []
+    data = json.loads((old / "finding.json").read_text())
+    assert data["message"] == replays.outcome[0].message  # what the code says now
+    assert (data["examples_to_find"], data["seconds_to_find"]) == (7, 1.25)  # what the search took then
+    assert leftovers(old.parent) == []
 
 
 def test_a_report_that_cannot_be_replayed_is_kept_with_a_note(tmp_path, replays):
