@@ -1,8 +1,9 @@
 # Two commands do everything on a fresh machine:
 #   make check   - check every reference kernel on the default engine and write reports/
 #   make test    - run the test suite (pytest -n auto)
-# and one builds the documentation:
+# and two for contributors:
 #   make docs    - the site in docs/_build/html (warnings are errors)
+#   make lint    - ruff check, ruff format --check and mypy, at the versions of pyproject.toml's lint extra
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 TORCH ?= torch==2.13.0
@@ -12,7 +13,7 @@ PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 # PyTorch's own index of CPU-only wheels: a bare torch requirement from PyPI is the multi-GB CUDA build
 CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install torch check test bench docs
+.PHONY: install torch check test bench lint docs
 
 install:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(MAKE) --no-print-directory torch
@@ -39,6 +40,14 @@ check: install  # exit 0 when every reference variant gets exactly its expected 
 
 test: install
 	$(PYTHON) -m pytest -n auto -q
+
+lint: install  # each of the three runs; the target fails if any of them does
+	$(PIP) install -q $(PIN) -e ".[lint]"
+	@rc=0; \
+	echo "lint: ruff check ."; $(PYTHON) -m ruff check . || rc=1; \
+	echo "lint: ruff format --check ."; $(PYTHON) -m ruff format --check . || rc=1; \
+	echo "lint: mypy (graphsafe/, configured in pyproject.toml)"; $(PYTHON) -m mypy || rc=1; \
+	exit $$rc
 
 bench: install  # the measuring scripts, then the tables of every result file (the docs' Benchmarks page)
 	$(PYTHON) benchmarks/throughput.py && $(PYTHON) benchmarks/detection.py && \

@@ -108,7 +108,7 @@ class TargetFailure(GraphsafeError):
 
     exit_code = EXIT_TARGET
     pytest_outcome = "failed"
-    _fields = ("where",)
+    _fields: ClassVar[tuple[str, ...]] = ("where",)
     where: str = ""
 
 
@@ -119,7 +119,7 @@ class TargetRaised(TargetFailure):
     ``out_of_memory`` is set when it was an allocation failure.
     """
 
-    _fields = ("where", "method", "exc_type", "traceback", "out_of_memory")
+    _fields: ClassVar[tuple[str, ...]] = ("where", "method", "exc_type", "traceback", "out_of_memory")
     method: str = ""
     exc_type: str = ""
     traceback: str = ""
@@ -129,7 +129,7 @@ class TargetRaised(TargetFailure):
 class TargetCrashed(TargetFailure):
     """The target's process died before answering; ``exitcode`` is negative for a signal."""
 
-    _fields = ("where", "exitcode")
+    _fields: ClassVar[tuple[str, ...]] = ("where", "exitcode")
     exitcode: int | None = None
 
 
@@ -141,7 +141,7 @@ class ContextBroken(TargetCrashed):
     (nothing more can run in that process), so the example is the one drawn, not shrunk.
     """
 
-    _fields = ("where", "exitcode", "steps", "step", "size")
+    _fields: ClassVar[tuple[str, ...]] = ("where", "exitcode", "steps", "step", "size")
     steps: Any = ()
     step: int = -1
     size: int = 0
@@ -150,7 +150,7 @@ class ContextBroken(TargetCrashed):
 class TargetTimeout(TargetFailure):
     """No result within ``timeout`` seconds; the check was stopped (its process killed when isolated)."""
 
-    _fields = ("where", "timeout")
+    _fields: ClassVar[tuple[str, ...]] = ("where", "timeout")
     timeout: float = 0.0
 
 
@@ -160,7 +160,7 @@ class ReplayHung(TargetTimeout):
     replay hung, ``size`` its graph's size, ``seconds`` how long it had run, ``longest`` the longest replay
     before it."""
 
-    _fields = ("where", "timeout", "steps", "step", "size", "seconds", "longest")
+    _fields: ClassVar[tuple[str, ...]] = ("where", "timeout", "steps", "step", "size", "seconds", "longest")
     steps: Any = ()
     step: int = 0
     size: int = 0
@@ -173,7 +173,7 @@ class CaptureError(GraphsafeError):
 
     exit_code = EXIT_FINDINGS
     pytest_outcome = "failed"
-    _fields = ("where",)
+    _fields: ClassVar[tuple[str, ...]] = ("where",)
     where: str = ""
 
 
@@ -187,7 +187,7 @@ class GuardError(GraphsafeError):
 
     exit_code = EXIT_FINDINGS
     pytest_outcome = "failed"
-    _fields = ("finding", "findings")
+    _fields: ClassVar[tuple[str, ...]] = ("finding", "findings")
     finding: Any = None
     findings: Any = ()
 
@@ -195,7 +195,7 @@ class GuardError(GraphsafeError):
 class InternalError(GraphsafeError):
     """graphsafe itself failed; ``traceback`` holds the original traceback (shown with ``--debug``)."""
 
-    _fields = ("exc_type", "traceback")
+    _fields: ClassVar[tuple[str, ...]] = ("exc_type", "traceback")
     exc_type: str = ""
     traceback: str = ""
 

@@ -1,4 +1,6 @@
-"""Test set-up: the Triton interpreter on machines without a GPU, engine parametrisation."""
+"""Test set-up: the Triton interpreter on machines without a GPU, engine parametrisation, and the ``cuda``
+marker: a test marked ``@pytest.mark.cuda`` (every test's ``engine="cuda"`` case included) needs an NVIDIA
+GPU; where CUDA is not available it is skipped with the reason.  ``pytest -m cuda`` runs just those."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from hypothesis import Phase, settings  # noqa: E402
 pytest_plugins = ["pytester"]
 
 HAS_CUDA = torch.cuda.is_available()
-ENGINES = ["emulate"] + (["cuda"] if HAS_CUDA else [])
-needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs an NVIDIA GPU (CUDA not available on this machine)")
+NO_CUDA = "needs an NVIDIA GPU (CUDA not available on this machine)"
+needs_cuda = pytest.mark.cuda
+ENGINES = ["emulate", pytest.param("cuda", marks=needs_cuda)]
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +29,15 @@ def _triton_interpreter_setting_restored(monkeypatch):
     switches it on, and on a GPU machine it must not leak into later tests or their subprocesses (a
     CUDA check under the interpreter copies device memory to the host, a synchronising capture)."""
     monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """``cuda``-marked tests skip, saying why, where CUDA is not available."""
+    if HAS_CUDA:
+        return
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(pytest.mark.skip(reason=NO_CUDA))
 
 
 def pytest_generate_tests(metafunc):

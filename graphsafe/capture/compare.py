@@ -279,8 +279,9 @@ def verdicts(items: Sequence[tuple], bitwise: bool = False) -> list[bool]:
             out[i] = close[start : start + g.numel()].all()
             start += g.numel()
     rest = [i for i in range(len(items)) if out[i] is not None]
-    device = out[rest[0]].device
-    read = torch.stack([out[i].to(device) for i in rest])
+    verdicts = [v for v in out if v is not None]  # in the order of rest
+    device = verdicts[0].device
+    read = torch.stack([v.to(device) for v in verdicts])
     if counts is not None:  # both kinds of verdict in one read
         read = torch.cat([counts.to(device) == 0, read])
         rest = fast + rest
@@ -418,9 +419,9 @@ class Comparator:
     def _compare(self, pairs: list[tuple], reorder: bool = False) -> list[Mismatch]:
         t = self.tolerance
         if reorder:  # each pair at its own dtype's reordering tolerance
-            return [
-                m
-                for p in pairs
-                for m in compare_many([p], **dict(zip(("rtol", "atol"), reorder_tolerances(p[2].dtype))))
-            ]
+            found: list[Mismatch] = []
+            for p in pairs:
+                rtol, atol = reorder_tolerances(p[2].dtype)
+                found += compare_many([p], rtol=rtol, atol=atol)
+            return found
         return compare_many(pairs, rtol=t.rtol, atol=t.atol, bitwise=t.bitwise)

@@ -14,6 +14,7 @@ import functools
 import re
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -216,7 +217,7 @@ class Evidence:
         whole = sorted(
             (p for p in paths if p in at and storage_key(at[p]) == key), key=lambda p: -at[p].numel()
         )  # the path that spans the most of the storage
-        if lo is None or not whole or (not exact and _leading_rows(at[whole[0]], lo, hi)):
+        if lo is None or hi is None or not whole or (not exact and _leading_rows(at[whole[0]], lo, hi)):
             return ", ".join(paths)  # the whole buffer, or its first rows (a graph of a smaller size reads those)
         return region_name(whole[0], at[whole[0]], lo, hi)
 
@@ -289,7 +290,7 @@ class Evidence:
         if not tensors:
             return set()
         graph = self.ctx.graph
-        return prepare_writes(tensors, lambda: (graph.replay(), self.ctx.engine.synchronize()))
+        return prepare_writes(tensors, lambda: (graph.replay(), self.ctx.engine.synchronize()))  # type: ignore[func-returns-value]  # the tuple only runs both
 
     def rebound(self, keys: list[int]) -> list[str]:
         """Where this step's metadata went: capture-time paths of ``keys`` that now hold another tensor."""
@@ -313,7 +314,7 @@ class Evidence:
         size = self.ctx.graph.recording.external[key].nbytes
         want = other.region(key, lo, hi)  # what the other calls write into the region: this batch's values
 
-        def copy_at(o: int) -> bool:  # does this step's call write those values at offset o?
+        def copy_at(o: int, want: torch.Tensor) -> bool:  # does this step's call write those values at offset o?
             got = step.region(key, o, o + hi - lo)
             return (
                 got is not None
@@ -326,7 +327,7 @@ class Evidence:
             out += [
                 self.name(key, o, o + width, exact=True)
                 for o in range(lo % width, size - width + 1, width)
-                if o != lo and copy_at(o)
+                if o != lo and copy_at(o, want)
             ][:1]
         shape = {_INDEX.sub("[]", p) for p in self.ctx.info.paths.get(key, [])}
         for k, paths in paths_by_storage(self.ctx.session.target).items():
@@ -379,7 +380,7 @@ class Evidence:
         launches: list[Launch] = []
         bufs: dict[str, torch.Tensor] = {}
         paths: dict[int, list[str]] = {}
-        out = None
+        out: Any = None  # what the last step's forward() returned
         for i, pb in enumerate(steps):
             poison_floats(storages_of(inst, exclude=statics).values())
             call_target("prepare(batch) [diagnosis]", inst.prepare, pb)

@@ -60,6 +60,7 @@ class CapturePolicy:
 
     def batch_for(self, spec: CaptureSpec, support: Support, size: int) -> Batch:
         """This policy's capture batch for a graph of ``size`` slots, checked against ``spec``."""
+        assert self.batch is not None, f"the {self.name} policy draws its capture batch per example"
         batch = self.batch(spec, support, size)
         if not isinstance(batch, Batch):
             raise ContractError(
@@ -103,7 +104,7 @@ def resolve_capture(value: Any) -> tuple[CapturePolicy, ...]:
             ),
         )
     names: Sequence[str] = [value] if isinstance(value, str) else list(value)
-    out = []
+    out: list[CapturePolicy] = []
     for n in names:
         if n == "explore":
             out.extend(POLICIES[m] for m in EXPLORE if POLICIES[m] not in out)

@@ -48,7 +48,7 @@ def region_name(path: str, t: torch.Tensor, lo: int, hi: int) -> str:
 
 def tensor_args(launch: Launch) -> list[TensorArg]:
     """Every tensor argument of ``launch``, tuples of tensors flattened, in argument order."""
-    out = []
+    out: list[TensorArg] = []
     for v in launch.args.values():
         out.extend(x for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, TensorArg))
     return out
@@ -62,7 +62,7 @@ def written_args(launch: Launch, kernel_writes: set) -> list[TensorArg]:
         names = [a for a in launch.args if a in launch.writes]
     else:
         names = [a for a in launch.args if (launch.name, a) in kernel_writes] or list(launch.args)
-    out = []
+    out: list[TensorArg] = []
     for a in names:
         v = launch.args[a]
         out.extend(x for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, TensorArg))

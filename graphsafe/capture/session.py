@@ -129,7 +129,7 @@ class CaptureSession:
             #: storages the per-step NaN poison leaves alone: static state and constants
             self.unpoisoned = self.static_keys | self.constant_keys
             # bytes only: holding the tensors would keep freed buffers alive and hide stale pointers
-            self._post = Snapshot(self._graph_buffers(), hold=False)
+            self._post: Snapshot | None = Snapshot(self._graph_buffers(), hold=False)
 
     # -- capture -------------------------------------------------------------------
     def _capture(self, size: int, batch: Batch) -> None:
@@ -261,6 +261,7 @@ class CaptureSession:
         left to do: no call of the target comes between."""
         held = storages_of(self.target, self.static_keys)
         filled = self._poisonable(held)
+        assert self._post is not None, "reset() of a closed session"
         self._post.restore_into({k: t for k, t in held.items() if k not in filled})
         randomise_static(self.target, seed)
         poison_floats(filled.values())

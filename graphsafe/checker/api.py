@@ -14,6 +14,7 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +111,7 @@ def _session(
     p.result.notes.extend(n for n in session.notes if n not in p.result.notes)
     if session.capture_error is not None:
         f = p.runner(session).capture_finding(session.capture_error)
+        assert f is not None, "the capture-failure probe reports every failed capture"
         p.result.findings.append(p.finish(f))
         return None
     return session
@@ -148,7 +150,7 @@ def _database(name: str, database: str | bool | None):
         return None
     if isinstance(database, str):
         return DirectoryBasedExampleDatabase(database)
-    if settings.default.database is None:
+    if settings().database is None:  # the current profile's
         return None
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
     root = os.environ.get("GRAPHSAFE_DB", os.path.join(".hypothesis", "graphsafe"))
@@ -229,7 +231,8 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
     found: list[Finding] = []
     known: set[tuple] = set()  # (kind, cause) of every finding reported so far
     learned: LearnedWrites | None = None  # kernel writes the first session learned, for later captures
-    session = None
+    runner: ExampleRunner | None = None
+    session: CaptureSession | None = None
     for phase in plan:
         if phase.policy.batch is None:
             runner = p.runner(None, known_writes=learned)
@@ -302,7 +305,7 @@ def _search(
     phase: Phase,
     counter: dict,
     t0: float,
-    known: set[tuple] = frozenset(),
+    known: AbstractSet[tuple] = frozenset(),
 ) -> list[Finding]:
     """One Hypothesis search over the phase's plans; the findings it shrank, and the first finding of each
     ``known`` (kind, cause) it met again (not failed, so not shrunk: see :func:`_phases`)."""
@@ -321,7 +324,7 @@ def _search(
         report_multiple_bugs=True,
         print_blob=False,
         # no "explain" phase: it re-runs the failing example dozens of times to annotate it
-        phases=[ph for ph in settings.default.phases if ph != HypothesisPhase.explain],
+        phases=[ph for ph in settings().phases if ph != HypothesisPhase.explain],
     )
     @given(plan=strategy)
     def run_examples(plan: Plan) -> None:

@@ -200,6 +200,7 @@ def _verdict(out: AuditResult, name: str, qualname: str) -> list[Finding]:
     if declared > safe:
         broken = next(c for c in out.cells if not c.ok and c.level <= declared)
         f = broken.first
+        assert f is not None  # a cell that is not ok has an error finding
         return [
             Finding(
                 kind=FindingKind.SUPPORT_MISMATCH,

@@ -8,8 +8,9 @@ pieces) once at the example's end, so a step costs the same whatever the cache's
 
 from __future__ import annotations
 
+import enum
 import weakref
-from typing import Any
+from typing import Any, Final, Literal
 
 import numpy as np
 import torch
@@ -29,7 +30,12 @@ from .plans import Plan
 
 __all__ = ["ExampleRunner", "target_error"]
 
-_GOES_ON = object()  # a step's finding was info: the example goes on
+
+class _Verdict(enum.Enum):
+    GOES_ON = "goes on"
+
+
+_GOES_ON: Final = _Verdict.GOES_ON  # a step's finding was info: the example goes on
 
 
 def target_error(e: TargetRaised) -> Finding:
@@ -125,6 +131,7 @@ class ExampleRunner:
 
     def _session(self, plan: Plan) -> CaptureSession:
         if plan.capture is None:
+            assert self.main is not None, "a plan without its own capture runs on the main session"
             return self.main
         session = CaptureSession(
             self.cls,
@@ -232,17 +239,17 @@ class ExampleRunner:
             ctx.graph_live, ctx.eager_live, ctx.graph_static, ctx.eager_static = live_g, live_e, static_g, static_e
             mism = self.comparator.step(live_g, live_e, static_g, static_e, batch, region)
             if mism:
-                f = self._diagnosed(ctx, mism)
-                if f is not _GOES_ON:
-                    return f
+                diagnosed = self._diagnosed(ctx, mism)
+                if diagnosed is not _GOES_ON:
+                    return diagnosed
         if region is not None and ctx is not None:  # the steps compared regions: now everything, once
             mism = self.comparator.statics(ctx.graph_static, ctx.eager_static, ctx.batch)
             if mism:
-                f = self._diagnosed(ctx, mism)
-                return None if f is _GOES_ON else f
+                diagnosed = self._diagnosed(ctx, mism)
+                return None if diagnosed is _GOES_ON else diagnosed
         return None
 
-    def _diagnosed(self, ctx: StepContext, mism: list) -> Finding | None | object:
+    def _diagnosed(self, ctx: StepContext, mism: list) -> Finding | None | Literal[_Verdict.GOES_ON]:
         """The finding for a step that differed; None when the check does not report its kind; ``_GOES_ON``
         for an info finding (kept; the example goes on)."""
         ctx.mismatches = mism

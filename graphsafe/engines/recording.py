@@ -155,7 +155,8 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         try:
-            self._mode.__exit__(*exc)
+            if self._mode is not None:
+                self._mode.__exit__(*exc)
         finally:
             self._mode = None  # (it refers back to this recorder: without the cycle, refcounting frees both)
             _local.recorder = None
@@ -196,7 +197,7 @@ class Recorder:
             )
         if not internal and key in self.external and kernel not in self.external[key].kernels:
             self.external[key].kernels.append(kernel)
-        return TensorArg(key, str(t.dtype), tuple(t.shape), tuple(t.stride()), t.storage_offset(), internal)
+        return TensorArg(key, str(t.dtype), tuple(t.shape), tuple(t.stride()), int(t.storage_offset()), internal)
 
     def _template(self, v: Any) -> Any:
         """Emulator: replace tensors on external memory by re-materialisable references."""

@@ -18,6 +18,7 @@ import sys
 import sysconfig
 import traceback
 from collections.abc import Iterable
+from types import FrameType
 
 __all__ = ["is_infrastructure", "display_path", "user_frame", "user_frame_of", "innermost_user_frame"]
 
@@ -104,13 +105,13 @@ def _display_path(filename: str, cwd: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def _fmt(filename: str, line: int | str, func: str) -> str:
+def _fmt(filename: str, line: int | str | None, func: str) -> str:
     return f"{display_path(filename)}:{line} in {func}"
 
 
 def user_frame(skip: int = 0) -> str:
     """``file:line in func`` of the innermost live frame of the target's own code (``<unknown>``)."""
-    f = sys._getframe(skip + 1)
+    f: FrameType | None = sys._getframe(skip + 1)
     while f is not None:
         if not is_infrastructure(f.f_code.co_filename):
             return _fmt(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
@@ -118,7 +119,7 @@ def user_frame(skip: int = 0) -> str:
     return "<unknown>"
 
 
-def innermost_user_frame(frames: Iterable[tuple[str, int | str, str]]) -> str:
+def innermost_user_frame(frames: Iterable[tuple[str, int | str | None, str]]) -> str:
     """The last ``(file, line, func)`` of the target's own code in outermost-first ``frames`` ('' if none)."""
     best = ""
     for filename, line, func in frames:

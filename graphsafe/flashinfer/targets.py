@@ -83,7 +83,7 @@ class FlashInferTarget(Target):
         self.max_rows = self.rows_for(spec.max_reqs)
         self.max_pages = spec.max_reqs * spec.blocks_per_seq + math.ceil(self.max_rows / spec.block_size) + 1
         reqs = spec.max_reqs + self.extra_requests
-        i32 = dict(dtype=torch.int32, device=self.device)
+        i32: dict[str, Any] = dict(dtype=torch.int32, device=self.device)
         self.qo_indptr = torch.zeros(reqs + 1, **i32)
         self.kv_indptr = torch.zeros(reqs + 1, **i32)
         self.kv_indices = torch.zeros(self.max_pages, **i32)
@@ -100,7 +100,7 @@ class FlashInferTarget(Target):
         """The paged caches (static, with one trash row past the last block that padded rows write into),
         the query, the new tokens' cache rows and the output."""
         blocks, bs, rows = spec.num_blocks, spec.block_size, self.max_rows
-        kv = dict(dtype=self.dtype, device=self.device)
+        kv: dict[str, Any] = dict(dtype=self.dtype, device=self.device)
         self.k_store = torch.zeros(blocks * bs + 1, self.num_kv_heads, self.head_dim, **kv)
         self.v_store = torch.zeros(blocks * bs + 1, self.num_kv_heads, self.head_dim, **kv)
         self.k_cache = self.k_store[:-1].view(blocks, bs, self.num_kv_heads, self.head_dim)
@@ -197,7 +197,7 @@ class FlashInferTarget(Target):
 
     @staticmethod
     def _layout(qo, kv, idx, last, lens, slots, rows) -> Layout:
-        i32 = dict(dtype=torch.int32)
+        i32: dict[str, Any] = dict(dtype=torch.int32)
         return Layout(
             torch.tensor(qo, **i32),
             torch.tensor(kv, **i32),
@@ -225,7 +225,7 @@ class Decode(FlashInferTarget):
 
     name = "flashinfer:decode"
     WRAPPER: ClassVar[str] = "BatchDecodeWithPagedKVCacheWrapper"
-    expected = None
+    expected: ClassVar[str | None] = None
     support = Support.UNIFORM_SINGLE_TOKEN_DECODE
     default_spec = CaptureSpec(max_reqs=8, max_query_len=1, max_seq_len=256, block_size=16)
 
@@ -269,7 +269,7 @@ class Prefill(FlashInferTarget):
 
     name = "flashinfer:prefill"
     WRAPPER: ClassVar[str] = "BatchPrefillWithPagedKVCacheWrapper"
-    expected = None
+    expected: ClassVar[str | None] = None
     support = Support.ALWAYS
     default_spec = CaptureSpec(max_reqs=4, max_query_len=8, max_seq_len=128, block_size=16)
     extra_requests = 1
@@ -330,7 +330,7 @@ class MLA(FlashInferTarget):
 
     name = "flashinfer:mla"
     WRAPPER: ClassVar[str] = "mla.BatchMLAPagedAttentionWrapper"
-    expected = None
+    expected: ClassVar[str | None] = None
     support = Support.UNIFORM_SINGLE_TOKEN_DECODE
     default_spec = CaptureSpec(max_reqs=8, max_query_len=1, max_seq_len=256, block_size=16)
     num_qo_heads = 16
@@ -340,7 +340,7 @@ class MLA(FlashInferTarget):
 
     def make_tensors(self, spec: CaptureSpec) -> None:
         blocks, bs, rows = spec.num_blocks, spec.block_size, self.max_rows
-        kv = dict(dtype=self.dtype, device=self.device)
+        kv: dict[str, Any] = dict(dtype=self.dtype, device=self.device)
         self.ckv_store = torch.zeros(blocks * bs + 1, self.head_dim, **kv)
         self.kpe_store = torch.zeros(blocks * bs + 1, self.head_dim_kpe, **kv)
         self.ckv_cache = self.ckv_store[:-1].view(blocks, bs, self.head_dim)

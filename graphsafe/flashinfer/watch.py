@@ -203,7 +203,9 @@ def watch(wrapper: Any) -> Iterator[int]:
     family = _family(wrapper)
     swapped = []
     for holder in (wrapper, getattr(wrapper, "_planned_backend", None)):
-        module = getattr(holder, "_cached_module", None) if holder is not None else None
+        if holder is None:
+            continue
+        module = getattr(holder, "_cached_module", None)
         if module is not None and not isinstance(module, _Watched):
             proxy = _Watched(module, family)
             holder._cached_module = proxy

@@ -112,11 +112,12 @@ def _interrupted(e: BaseException) -> bool:
     ``AssertionError`` raised while handling the KeyboardInterrupt.
     """
     seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
             return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
     return False
 
 
@@ -206,7 +207,7 @@ def _run_all(
         for i, name in enumerate(targets, 1):
             latch.check()
             if run_opts.isolate == "target" and i < len(targets):  # the next target's process starts now
-                get_sandbox(classes[targets[i]], engine=check.engine).start(wait=False)
+                get_sandbox(classes[targets[i]], engine=o.engine_name(check)).start(wait=False)
             print(f"[{i}/{len(targets)}] {console.header(name, classes[name], check)}", file=sys.stderr, flush=True)
             print(f"[{i}/{len(targets)}] {name} ... ", end="", file=sys.stderr, flush=True)
             t0 = time.perf_counter()

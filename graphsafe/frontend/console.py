@@ -47,7 +47,7 @@ class ProgressBar:
     """Examples done and finding kinds so far, on stderr, when it is a terminal (tqdm); nothing otherwise."""
 
     def __init__(self, name: str) -> None:
-        self.bar = None
+        self.bar: tqdm | None = None
         self.name = name
 
     def __enter__(self) -> ProgressBar:

@@ -93,6 +93,8 @@ def _importing(frame: Any) -> bool:
 def _hard_stop_later(seconds: float) -> None:
     """faulthandler's timer: after ``seconds``, dump every thread's stack to stderr and exit."""
     for stream in (sys.stderr, sys.__stderr__):
+        if stream is None:
+            continue
         try:
             faulthandler.dump_traceback_later(seconds, exit=True, file=stream)
             return
@@ -115,13 +117,22 @@ def run_here(
     with profile, timer:
         result = run_check(target, check, progress)
     if run.report_dir is not None:
-        write_reports(result, run.report_dir)
+        # pruning replays old reports' steps: under the same limit, and a hang there costs no result
+        replaying = (
+            deadline(run.timeout, f"{label or target}: replaying old reports") if limit else contextlib.nullcontext()
+        )
+        try:
+            with replaying:
+                write_reports(result, run.report_dir, target)
+        except TargetTimeout as e:
+            result.notes.append(f"old reports kept: {one_line(e)}")
     return result
 
 
-def write_reports(result: CheckResult, report_dir: str | os.PathLike) -> None:
-    """A report for every error finding of ``result`` under ``report_dir``, then the target's
-    reports this check no longer finds removed, each with a note (:func:`graphsafe.reports.prune_stale`).
+def write_reports(result: CheckResult, report_dir: str | os.PathLike, target: Any = None) -> None:
+    """A report for every error finding of ``result`` under ``report_dir``, then the target's old
+    reports whose recorded steps now pass removed, each with a note (:func:`graphsafe.reports.prune_stale`;
+    ``target``, the checked class or its name, replays them).
 
     Two pytest-xdist workers may write the same finding: the reports package replaces a report
     atomically, and a writer that loses the race may raise; the other's report then stands.
@@ -136,6 +147,6 @@ def write_reports(result: CheckResult, report_dir: str | os.PathLike) -> None:
             else:  # a report is not worth losing the check result over
                 result.notes.append(f"report for {f.kind.value} not written: {one_line(e)}")
     try:
-        prune_stale(result, report_dir)
+        prune_stale(result, report_dir, target)
     except OSError as e:  # an old report left in place is not worth losing the check result over
         result.notes.append(f"stale reports not removed: {one_line(e)}")

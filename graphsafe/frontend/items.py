@@ -22,6 +22,7 @@ from .. import defaults
 from ..checker import AuditResult, CheckOptions, resolve_target, validate_target
 from ..engines.triton_env import interpreter_active
 from ..errors import ContractError, TargetFailure, UsageError
+from ..findings import CheckResult
 from . import options as o
 from . import schedule
 from .devices import engine_problem, gpu_count, interpreter_for, prepare_engine, worker_device, worker_id
@@ -129,7 +130,7 @@ def header(config: pytest.Config) -> list[str] | None:
         return None
     c, r = opts.check, opts.run
     lines = [
-        f"graphsafe: {len(opts.targets)} target(s), engine {c.engine}, profile {r.profile.removeprefix('graphsafe-')}, "
+        f"graphsafe: {len(opts.targets)} target(s), engine {c.engine}, profile {str(r.profile).removeprefix('graphsafe-')}, "
         f"{c.examples} examples"
         + ("" if opts.options.examples_given else " (the profile's)")
         + f", probes {','.join(c.probes) if c.probes else 'all'}"
@@ -250,7 +251,7 @@ class GraphsafeItem(pytest.Item):
         super().__init__(**kwargs)
         self.target = target
         self.cls: type | None = None
-        self.result = None
+        self.result: CheckResult | AuditResult | None = None
         self.failure: str | None = None
         self.add_marker("graphsafe")
 
@@ -308,6 +309,7 @@ class GraphsafeItem(pytest.Item):
     def runtest(self) -> None:
         if self.failure is not None:
             raise GraphsafeFailure(self.failure)
+        assert self.result is not None, "setup() either checked or failed"
         if isinstance(self.result, AuditResult):
             if not self.result.ok:
                 raise GraphsafeFailure(self.result.summary())

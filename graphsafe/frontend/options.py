@@ -26,7 +26,7 @@ import dataclasses
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -278,7 +278,7 @@ def _seed(value: Any, where: str) -> int:
     return parse_int(value, where, minimum=0)
 
 
-_TEXT = {
+_TEXT: dict[str, Callable[[Any, str], Any]] = {
     "engine": parse_engine,
     "examples": parse_int,
     "steps": parse_int,

@@ -7,7 +7,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from ..engines import recording
 from ..engines.recording import Recorder
@@ -61,7 +61,7 @@ class _Capture(contextlib.ContextDecorator):
         self._rec.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         rec, self._rec = self._rec, None
         if rec is None:
             return False
@@ -290,5 +290,5 @@ class Guard:
         for f in fresh:
             if self.on_failure == "log":
                 log.error("graphsafe.guard: %s", f.summary())
-            else:
+            elif callable(self.on_failure):  # (a name other than raise or log is refused in __init__)
                 self.on_failure(f)

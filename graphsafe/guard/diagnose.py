@@ -26,7 +26,7 @@ __all__ = ["diagnose"]
 def _now(w: Watched, owner: Any) -> list[tuple[str, int | None, int | None, str]]:
     """``(path, storage address, StorageImpl address, what the path holds now)`` for each path of ``w``
     (the addresses are None where the path no longer holds a tensor)."""
-    out = []
+    out: list[tuple[str, int | None, int | None, str]] = []
     for path, get in zip(w.paths, w.getters):
         try:
             t = get(owner)
@@ -37,7 +37,8 @@ def _now(w: Watched, owner: Any) -> list[tuple[str, int | None, int | None, str]
             out.append((path, None, None, f"{path} now holds {type(t).__name__}, not a tensor"))
             continue
         k = t.untyped_storage().data_ptr()
-        out.append((path, k, torch._C._storage_address(t), f"{path} now holds a tensor at {hex(k)}"))
+        address = torch._C._storage_address(t)  # type: ignore[attr-defined]  # private binding, not in torch's stubs
+        out.append((path, k, address, f"{path} now holds a tensor at {hex(k)}"))
     return out
 
 

@@ -24,7 +24,7 @@ import keyword
 import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -33,7 +33,8 @@ from ..engines.recording import ExternalBuffer, Launch, Recorder, TensorArg, fre
 
 __all__ = ["GraphPlan", "Watched", "HostValue", "build_plan", "getter"]
 
-_expired = torch.UntypedStorage._expired  # (torch.Storage._expired goes through an eval: 3x slower)
+# (torch.Storage._expired goes through an eval: 3x slower); torch's stubs say it returns a storage: a bool
+_expired = cast(Callable[[int], bool], torch.UntypedStorage._expired)
 _use_count = torch._C._storage_Use_Count
 
 
@@ -136,7 +137,7 @@ def getter(steps: tuple[Step, ...]) -> Callable[[Any], Any]:
     """
     source = [_literal(step) for step in steps]
     if all(part is not None for part in source):
-        return eval("lambda o: o" + "".join(source), {})  # noqa: S307 - identifiers and int/str literals only
+        return eval("lambda o: o" + "".join(p for p in source if p is not None), {})  # noqa: S307 - identifiers and int/str literals only
     parts = [operator.itemgetter(k) if is_item else (lambda o, _k=k: getattr(o, _k)) for is_item, k in steps]
 
     def get(obj: Any) -> Any:
@@ -200,7 +201,10 @@ def build_plan(
             k = t.untyped_storage().data_ptr()
             if k in external:
                 paths.setdefault(k, []).append((path, steps))
-    watched, liveness, bindings, handles = [], [], [], []
+    watched: list[Watched] = []
+    liveness: list[tuple[Callable[[int], bool], int]] = []
+    bindings: list[tuple[Callable[[Any], Any], int]] = []
+    handles: list[Any] = []
     for k, buf in external.items():
         at = sorted(paths.get(k, []), key=lambda ps: (len(ps[1]), ps[0]))  # the shortest path names it
         dead, handle, keep = _liveness(buf)

@@ -50,7 +50,8 @@ def skipped_writes(ctx) -> list[tuple[Launch, TensorArg, bool]]:
     ``carried`` when the graph writes that buffer too and a replay reads it first."""
     info, ev = ctx.info, ctx.evidence
     ext = ctx.graph.recording.external
-    out, rw = [], []
+    out: list[tuple[Launch, TensorArg, bool]] = []
+    rw: list[int] = []
     for launch in skipped_launches(ctx):
         for v in written_args(launch, info.warmup_kernel_writes):
             r = byte_region(v)
@@ -74,7 +75,9 @@ def run(ctx: StepContext) -> Finding | None:
         launch, v, carried = skipped[0]
         # a buffer the graph reads and writes is named whole; a region it only reads, as the view it reads
         names = list(
-            dict.fromkeys(ev.name(a.key) if rmw else ev.name(a.key, *byte_region(a), arg=a) for _, a, rmw in skipped)
+            dict.fromkeys(
+                ev.name(a.key) if rmw else ev.name(a.key, *(byte_region(a) or ()), arg=a) for _, a, rmw in skipped
+            )
         )
         kernels = sorted({x.name for x, _, _ in skipped})
         if carried:
@@ -102,11 +105,11 @@ def run(ctx: StepContext) -> Finding | None:
             "written only during warm-up",
         )
         return None
-    names = ", ".join(r.path for r in hits)
+    read = ", ".join(r.path for r in hits)
     return Finding(
         kind=KIND,
         message=(
-            f"the graph reads {names}, written only during warm-up: capture skipped the kernel that fills it, "
+            f"the graph reads {read}, written only during warm-up: capture skipped the kernel that fills it, "
             "so every replay uses the warm-up batch's values"
         ),
         where=hits[0].path,

@@ -15,6 +15,8 @@ lies there then (the capture batch's values until the allocator reuses the memor
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..capture.context import StepContext
 from ..capture.statewalk import paths_by_storage
 from ..findings import Finding, FindingKind
@@ -29,7 +31,8 @@ def run(ctx: StepContext) -> Finding | None:
         return _host_reads(ctx) if ctx.graph.host_reads else None
     info = ctx.info
     now = paths_by_storage(ctx.session.target)
-    parts, details = [], []
+    parts: list[str] = []
+    details: list[dict[str, Any]] = []
     for buf in dead:
         paths = info.paths.get(buf.key, [])
         name = ", ".join(paths) or f"<tensor first used at {buf.first_use}>"

@@ -304,7 +304,7 @@ def latent_attention(
         bounds,
         used_splits,
         block_table.stride(0),
-        bounds.stride(0) if from_bounds else 0,
+        bounds.stride(0) if bounds is not None else 0,
         target.spec.num_blocks,
         target.sm_scale,
         kv_scale,

@@ -47,7 +47,6 @@ class FlashMLAFP8(LatentTarget):
     ``cg_buf_*`` tensors allocated in ``setup`` for ``max_reqs`` rows; ``forward`` reads only those."""
 
     name = "flashmla_fp8"
-    expected = None
     support = Support.UNIFORM_SINGLE_TOKEN_DECODE
     default_spec = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=64, block_size=16)
     cache_dtype = torch.float8_e4m3fn

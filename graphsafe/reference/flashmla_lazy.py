@@ -73,7 +73,6 @@ class FlashMLALazy(LatentTarget):
     planner kernel (the ``AttentionStatePair`` pattern)."""
 
     name = "flashmla_lazy"
-    expected = None
     support = Support.UNIFORM_SINGLE_TOKEN_DECODE
     default_spec = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=64, block_size=16)
 

@@ -170,7 +170,6 @@ class Flex(ReferenceTarget):
     builds the step's metadata and copies it into them (``copy_to_persistent``)."""
 
     name = "flex"
-    expected = None
     support = Support.ALWAYS
     default_spec = CaptureSpec(max_reqs=4, max_query_len=2, max_seq_len=64, block_size=16)
 

@@ -104,7 +104,6 @@ class MLAIndexer(LatentTarget):
     ``forward`` always runs the general expansion, which reads everything on the device."""
 
     name = "mla_indexer"
-    expected = None
     support = Support.ALWAYS
     default_spec = CaptureSpec(max_reqs=4, max_query_len=2, max_seq_len=64, block_size=16)
 

@@ -42,7 +42,6 @@ class TritonMLA(LatentTarget):
     the batch-wide scale as NaN."""
 
     name = "triton_mla"
-    expected = None
     support = Support.UNIFORM_BATCH
     default_spec = CaptureSpec(max_reqs=4, max_query_len=2, max_seq_len=64, block_size=16)
 

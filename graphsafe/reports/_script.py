@@ -62,6 +62,8 @@ def resolve_recipe_target(recipe):
         if not os.path.exists(path):
             raise RuntimeError(f"target {name} was defined in the script {path}, which no longer exists")
         spec = importlib.util.spec_from_file_location("_graphsafe_repro_target", path)
+        if spec is None or spec.loader is None:
+            raise RuntimeError(f"target {name} was defined in the script {path}, which Python cannot load")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
@@ -72,7 +74,7 @@ def resolve_recipe_target(recipe):
     return name
 
 
-def _replay(recipe, engine, target):
+def replay(recipe, engine, target):
     """``graphsafe.reproduce`` of the recipe's steps on ``engine``: the CheckResult."""
     spec = CaptureSpec.from_dict(recipe["spec"]) if recipe.get("spec") else None
     tolerance = Tolerance(**dict(recipe.get("options") or {}))  # rtol, atol, bitwise as the check used them
@@ -117,7 +119,7 @@ def run_recipe(recipe, engine=None, out=None):
         return EXIT_CANNOT_RUN
     if not recipe.get("steps"):
         print("  (the finding arose before any step; replaying one minimal batch after capture)", file=out)
-    result = _replay(recipe, engine, target)
+    result = replay(recipe, engine, target)
     print(result.summary(), file=out)
     errors = [f for f in result.findings if f.severity == "error"]
     raised = [f for f in errors if str(f.kind) == "target-error"]

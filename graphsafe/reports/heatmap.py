@@ -28,7 +28,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -64,7 +64,7 @@ def _rgb(c: tuple[int, int, int]) -> tuple[float, float, float]:
     return tuple(v / 255 for v in c)  # type: ignore[return-value]
 
 
-def usable(heatmap: Any) -> bool:
+def usable(heatmap: Any) -> TypeGuard[dict[str, Any]]:
     """True when ``heatmap`` has at least one row of values to draw."""
     return (
         isinstance(heatmap, dict)

@@ -3,10 +3,15 @@
 * :func:`same_report`: a freshly written report says the same as the one in place when every file
   matches once the volatile parts are ignored: the search effort (``seconds_to_find``,
   ``examples_to_find``: "Found after 7 example(s) (1.8 s)"), memory addresses (``0x7f...``), the
-  environment section and graphsafe's version, and absolute paths.  :func:`graphsafe.reports.write_report` then leaves the existing files untouched, so
-  re-running a check does not churn committed sample reports.
-* :func:`prune_stale`: after a check of target T, T's report directories of the kinds the check
-  reported on that this run did not (re)write are removed, each with a note on the result.
+  environment section and graphsafe's version, and absolute paths.  :func:`graphsafe.reports.write_report`
+  then leaves the existing files untouched, so re-running a check does not churn committed sample reports.
+* :func:`prune_stale`: after a check of target T on engine E, T's reports made on E, of the kinds the check
+  looked for, that this run did not (re)write are replayed from their recorded steps; those that now
+  pass are removed, each with a note on the result.  A search not finding a bug again is no proof that it
+  is fixed (which examples a search meets depends on Hypothesis' example database, its version, the
+  machine), so a report whose steps still fail stays, brought up to date from the replay when that finds
+  the same bug at the same place (a moved line, a reworded message); and a report made on another engine
+  is not this run's to judge (the CUDA engine and the emulator need not find the same set of bugs).
 
 Example::
 
@@ -23,13 +28,14 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
-from ..findings import CheckResult, FindingKind
+from ..findings import CheckResult, Finding, FindingKind
 from ..probes import PROBES
-from . import atomic, jsonio
+from . import _script, atomic, jsonio, repro
 from .paths import display_path, target_slug
 
-__all__ = ["VOLATILE_KEYS", "normalised", "same_report", "reported_kinds", "prune_stale"]
+__all__ = ["VOLATILE_KEYS", "normalised", "same_report", "reported_kinds", "replay_errors", "prune_stale"]
 
 #: finding.json keys whose values change from run to run without the finding changing (the search
 #: effort too: a rerun replays the saved failing example from Hypothesis' database first)
@@ -92,20 +98,31 @@ def reported_kinds(result: CheckResult) -> set[str]:
     return kinds
 
 
-def prune_stale(result: CheckResult, root: str | os.PathLike) -> list[Path]:
-    """Remove ``result.target``'s reports under ``root`` that this check should have rewritten but did not.
+def replay_errors(data: dict[str, Any], target: Any, engine: str) -> list[Finding]:
+    """The error findings that the report ``data`` (its ``finding.json``) still gives: its recorded
+    capture and steps replayed on ``engine`` in this process with ``target`` (a class or its name), as
+    its ``repro.py`` would.  Empty once the bug is fixed.  Raises whatever stops the replay itself."""
+    return _script.replay(repro.recipe_from_data(data), engine, target).errors
 
-    A report directory goes when its ``finding.json`` names this target and a kind among
-    :func:`reported_kinds` and no error finding of ``result`` was written there (``report_dir``).
-    Each removal adds a note to ``result.notes``; unreadable directories are left alone.  Removal is
-    atomic (:func:`atomic.remove`).  Returns the directories removed.
-    """
+
+def _refresh(data: dict[str, Any], still: list[Finding], root: str | os.PathLike) -> None:
+    """Rewrite a kept report from its replay when the replay finds the same (target, kind, where): what
+    the report says then follows the code (a moved line, a reworded message); its search effort stays."""
+    from . import write_report  # here, not at the top: graphsafe/reports/__init__.py imports this module
+
+    for f in still:
+        if list(f.key) == data.get("key"):
+            f.examples_to_find = data.get("examples_to_find", f.examples_to_find)
+            f.seconds_to_find = data.get("seconds_to_find", f.seconds_to_find)
+            write_report(f, root)  # (untouched when it says the same: same_report)
+            return
+
+
+def _candidates(result: CheckResult, base: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Report directories under ``base`` that ``result``'s check looked for and did not (re)write."""
     kinds = reported_kinds(result)
-    base = Path(root) / target_slug(result.target)
-    if not kinds or not base.is_dir():
-        return []
     written = {Path(f.report_dir).resolve() for f in result.errors if f.report_dir}
-    removed: list[Path] = []
+    found = []
     for entry in sorted(base.iterdir()):
         if entry.name.startswith(".") or not entry.is_dir() or entry.resolve() in written:
             continue
@@ -115,13 +132,55 @@ def prune_stale(result: CheckResult, root: str | os.PathLike) -> list[Path]:
             continue  # not a graphsafe report (or not this version's): not ours to delete
         if data.get("target") != result.target or data.get("kind") not in kinds:
             continue
+        if data.get("engine") != result.engine:
+            continue  # another engine's report: this run cannot say whether that engine still finds it
+        found.append((entry, data))
+    return found
+
+
+def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None) -> list[Path]:
+    """Remove ``result.target``'s reports under ``root`` whose bug this check shows to be fixed.
+
+    A candidate is a report directory whose ``finding.json`` names this target, this run's engine and
+    a kind among :func:`reported_kinds`, and that no error finding of ``result`` was written to
+    (``report_dir``).  Each candidate is replayed (:func:`replay_errors`, with ``target``, default
+    ``result.target``): it goes when its steps now pass, and stays when they still fail or cannot be
+    replayed; one that still fails at the same place is rewritten from the replay where it says something
+    new.  Each removal and each kept candidate adds a note to ``result.notes``; unreadable
+    directories are left alone.  Removal is atomic (:func:`atomic.remove`).  Returns the directories removed.
+    """
+    base = Path(root) / target_slug(result.target)
+    if not reported_kinds(result) or not base.is_dir():
+        return []
+    removed: list[Path] = []
+    for entry, data in _candidates(result, base):
+        shown = display_path(entry)
+        try:
+            still = replay_errors(data, result.target if target is None else target, result.engine)
+        except Exception as e:  # noqa: BLE001 - a replay that cannot run judges nothing: the report stays
+            why = (str(e).strip().splitlines() or [""])[0]
+            result.notes.append(
+                f"kept report {shown}: not found by this run, and its recorded steps could not be replayed "
+                f"({type(e).__name__}: {why})"
+            )
+            continue
+        if still:
+            kinds = ", ".join(sorted({f.kind.value for f in still}))
+            result.notes.append(
+                f"kept report {shown}: not found by this run, but its recorded steps still fail ({kinds})"
+            )
+            try:
+                _refresh(data, still, root)
+            except OSError as e:
+                result.notes.append(f"kept report {shown} not brought up to date: {e}")
+            continue
         try:
             atomic.remove(entry)
         except OSError as e:
-            result.notes.append(f"stale report {display_path(entry)} not removed: {e}")
+            result.notes.append(f"stale report {shown} not removed: {e}")
             continue
         removed.append(entry)
-        result.notes.append(f"removed stale report {display_path(entry)}: not found by this run")
+        result.notes.append(f"removed stale report {shown}: not found by this run, and its recorded steps now pass")
     if removed:
         with contextlib.suppress(OSError):
             base.rmdir()  # the target's folder, once it holds no report

@@ -128,7 +128,9 @@ def _comment(text: str) -> str:
 
 def render_script(recipe: dict[str, Any], *, message: str = "", report_dir: str = "") -> str:
     """The text of ``repro.py`` for ``recipe``."""
-    # ASCII JSON with single quotes escaped: safe inside r'''...''' whatever the strings hold
+    # ASCII JSON inside r"""...""", the quotes that formatters (ruff, black) keep, so that formatting a
+    # project leaves its reports alone: JSON escapes every quote inside a string, so no three quotes meet;
+    # single quotes are escaped as well
     literal = jsonio.pretty(jsonio.plain(recipe), ensure_ascii=True).replace("'", "\\u0027")
     steps = [Batch.from_dict(b).short() for b in recipe["steps"]]
     step_lines = (
@@ -164,7 +166,7 @@ Written by graphsafe {__version__}."""
         + "\nimport json\nimport sys\n\n"
         + "# the replay logic lives in graphsafe (one copy for every report): main, run_recipe\n"
         + "from graphsafe.reports._script import main, run_recipe  # noqa: F401\n\n"
-        + f"RECIPE = json.loads(r'''\n{literal}\n''')\n"
+        + f'RECIPE = json.loads(r"""\n{literal}\n""")\n'
         + '\n\nif __name__ == "__main__":\n    sys.exit(main(RECIPE))\n'
     )
 

@@ -66,17 +66,18 @@ class Layout:
         self.w_s, self.w_pool = _width(2 * (spec.max_seq_len + 1)), _width(2 * spec.num_blocks)
         off = 0
 
-        def field(width: int, present: bool = True) -> int | None:
+        def field(width: int) -> int:
             nonlocal off
-            if not present:
-                return None
             at, off = off, off + width
             return at
 
-        self.o_repeat = field(1, repeat)
+        def optional(width: int, present: bool) -> int | None:  # a field only some layouts have
+            return field(width) if present else None
+
+        self.o_repeat = optional(1, repeat)
         self.o_n = field(self.w_n)
-        self.o_beyond = field(1, beyond)
-        self.o_uniform = field(self.w_q, level is Support.UNIFORM_BATCH)
+        self.o_beyond = optional(1, beyond)
+        self.o_uniform = optional(self.w_q, level is Support.UNIFORM_BATCH)
         self.o_seed = field(_SEED_BYTES)
         self.o_swaps = field(_MAX_SHUFFLED_POSITIONS * self.w_pool)
         self.w_q_req = self.w_q if level is Support.ALWAYS else 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
@@ -11,8 +11,11 @@ from hypothesis.strategies import SearchStrategy
 from ..contract import Batch, CaptureSpec, Support
 from ..errors import UsageError
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
 T = TypeVar("T")
-MaybeStrategy = T | SearchStrategy[T]
+MaybeStrategy: TypeAlias = T | SearchStrategy[T]
 
 MAX_SEED = 2**31 - 1
 
@@ -30,7 +33,7 @@ def _get(draw: Any, value: Any) -> Any:
     return draw(value) if isinstance(value, SearchStrategy) else value
 
 
-def _is_strategy(value: Any) -> bool:
+def _is_strategy(value: Any) -> TypeIs[SearchStrategy[Any]]:
     return isinstance(value, SearchStrategy)
 
 
@@ -67,7 +70,7 @@ def _check_seed(seed: Any) -> int:
     return seed
 
 
-def _check_given(spec: Any, support: Any, seed: Any) -> bool:
+def _check_given(spec: Any, support: Any, seed: Any) -> TypeIs[CaptureSpec]:
     """Validate whichever of ``spec``, ``support`` and ``seed`` are plain values (strategies are
     validated when drawn); True when ``spec`` is a plain value."""
     if not _is_strategy(support):

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -140,13 +139,16 @@ def test_an_unexpected_exception_in_graphsafe_without_isolation_is_exit_4_and_th
     assert "[2/2]" in captured.err  # the next target still ran
 
 
-def test_a_report_folder_that_is_a_file_fails_before_any_check(mod, capsys):
+def test_a_report_folder_that_is_a_file_fails_before_any_check(mod, capsys, monkeypatch):
+    from graphsafe.frontend import cli as cli_module
+
+    checks = []
+    monkeypatch.setattr(cli_module, "run", lambda target, *args, **kwargs: checks.append(target))
     (mod / "reports").write_text("not a directory")
-    t0 = time.monotonic()
     assert main(["check", "firsthour:Safe", *FAST, "--report-dir", "reports"]) == 2
     err = capsys.readouterr().err
     assert "report directory 'reports' is a file; give a directory" in err
-    assert "[1/1]" not in err and time.monotonic() - t0 < 5  # nothing ran
+    assert checks == [] and "[1/1]" not in err  # nothing ran
 
 
 def test_a_misspelt_registered_name_gets_a_suggestion(capsys):
@@ -173,10 +175,8 @@ def test_a_hang_without_isolation_is_stopped_by_the_timeout(mod):
     # first, a check that pays this process's one-time costs (imports, the emulator's set-up): on a loaded
     # machine they alone can take the 3 s, and the hang must be caught in prepare, not before
     graphsafe.check(firsthour.Safe, engine="emulate", examples=1, capture="worst", database=False)
-    t0 = time.monotonic()
-    with pytest.raises(TargetTimeout) as info:
+    with pytest.raises(TargetTimeout) as info:  # SpinsInPrepare never returns: only the timeout ends it
         graphsafe.check(firsthour.SpinsInPrepare, engine="emulate", examples=2, capture="worst", timeout=3)
-    assert time.monotonic() - t0 < 60
     assert info.value.exit_code == 3 and "no result within 3 s" in str(info.value)
     assert info.value.where.endswith(" in prepare") and "firsthour.py" in info.value.where
 

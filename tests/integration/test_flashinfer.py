@@ -46,12 +46,14 @@ def test_a_rebound_fixed_buffer_is_a_stale_pointer_naming_the_wrappers_buffer():
     assert "flashinfer.decode.run" in f.message
 
 
+@pytest.mark.cuda
 @needs_flashinfer
 def test_flashinfer_decode_in_cuda_graph_mode_gets_no_finding_on_a_gpu():
     result = check("flashinfer:decode", engine="cuda", capture="explore", examples=8)
     assert result.ok, result.summary()
 
 
+@pytest.mark.cuda
 @needs_flashinfer
 def test_flashinfers_default_mode_captured_is_a_stale_pointer_naming_the_rebound_buffer_on_a_gpu():
     [f] = check("flashinfer:decode:default_mode", engine="cuda").errors

@@ -17,14 +17,13 @@ import sys
 import time
 
 import pytest
-import torch
 
 from graphsafe import TargetCrashed
 from graphsafe.frontend.sandbox import Sandbox, server
 from tests.integration.test_isolation import in_box
 from tests.subprocesses import REPO, env_with_repo
 
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+needs_cuda = pytest.mark.cuda  # skipped where CUDA is not available (tests/conftest.py)
 
 SAFE = "tests.targets.synthetic:Safe"
 

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 import graphsafe
 from graphsafe import CheckOptions, ContextBroken, ContractError, TargetCrashed, TargetTimeout, UsageError, check
@@ -34,9 +33,7 @@ from graphsafe.reports.atomic import OLD_PREFIX, TMP_PREFIX
 from graphsafe.reports.paths import REPORT_FILES
 from tests.subprocesses import OUTER_RUN_VARS, env_with_repo, failure_sections, plugin_args
 
-needs_cuda = pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA not available on this machine)"
-)
+needs_cuda = pytest.mark.cuda  # skipped where CUDA is not available (tests/conftest.py)
 
 # tiny checks: seconds each
 FAST = dict(examples=3, probes=["stale-pointer"], capture_sizes=[2])

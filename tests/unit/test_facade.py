@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import graphsafe
 from tests.subprocesses import env_with_repo
@@ -48,3 +50,22 @@ def test_the_check_package_import_leaves_graphsafe_check_the_function():
         "graphsafe.check.__module__, graphsafe.checker.api.__name__)"
     )
     assert out == "True graphsafe.frontend.runner graphsafe.checker.api"
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """name -> relative module, as the ``if TYPE_CHECKING:`` block of graphsafe/__init__.py imports them."""
+    tree = ast.parse(Path(graphsafe.__file__).read_text())
+    [block] = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    found: dict[str, str] = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom) and node.level == 1, ast.unparse(node)
+        for alias in node.names:
+            found[alias.asname or alias.name] = "." + (node.module or alias.name)
+    return found
+
+
+def test_the_type_checkers_view_names_each_public_name_from_the_module_it_lives_in():
+    # with py.typed, installed users' type checkers and IDEs read this block: it must say what run time does
+    mirror = _type_checking_imports()
+    assert set(mirror) | {"__version__"} == set(graphsafe.__all__)
+    assert mirror == graphsafe._HOMES

@@ -9,6 +9,7 @@ CPU only: they read device values on the host.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 
@@ -81,8 +82,9 @@ def merge(parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> torch
     """Combine partials of one set of queries (as FlashInfer's merge_states): the normalised output."""
     m = torch.stack([p[0] for p in parts]).amax(dim=0)
     m0 = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    l = sum(p[1] * torch.exp(p[0] - m0) for p in parts)
-    acc = sum(p[2] * torch.exp(p[0] - m0)[..., None] for p in parts)
+    # sums of at least one tensor: tensors
+    l = cast(torch.Tensor, sum(p[1] * torch.exp(p[0] - m0) for p in parts))
+    acc = cast(torch.Tensor, sum(p[2] * torch.exp(p[0] - m0)[..., None] for p in parts))
     return torch.where(l[..., None] > 0, acc / l.clamp_min(1e-30)[..., None], torch.zeros_like(acc))
 
 

@@ -71,7 +71,7 @@ class _MLAModule:
                             kvl[r],
                         ]
                     )
-        per = [[] for _ in range(clusters)]
+        per: list[list[Any]] = [[] for _ in range(clusters)]
         for i, item in enumerate(items):  # round robin: the stand-in's load balancing
             per[i % clusters].append(item)
         work_indptr = [0]
@@ -128,6 +128,11 @@ class _MLAModule:
 
 class _PlannedFa:
     """The planned backend object a FlashInfer MLA wrapper runs through (``_planned_backend``)."""
+
+    # set by the wrapper's plan()
+    _causal: bool
+    _sm_scale: float
+    _page_size: int
 
     def __init__(self, wrapper: BatchMLAPagedAttentionWrapper):
         self._float_workspace_buffer = wrapper._float_workspace_buffer

@@ -11,7 +11,7 @@ split in CUDA-graph mode, unless ``fixed_split_size`` or ``disable_split_kv`` de
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -25,6 +25,12 @@ _INT_WORKSPACE = 1 << 16
 
 class _Wrapper:
     """What the decode and prefill stand-ins share: workspaces, CUDA-graph or default mode, the call log."""
+
+    # the buffers named in __init__'s ``buffers`` (``_<name>_buf``; None until plan() in default mode)
+    _qo_indptr_buf: torch.Tensor | None
+    _paged_kv_indptr_buf: torch.Tensor | None
+    _paged_kv_indices_buf: torch.Tensor | None
+    _paged_kv_last_page_len_buf: torch.Tensor | None
 
     def __init__(
         self,
@@ -51,7 +57,7 @@ class _Wrapper:
             missing = [k for k, v in buffers.items() if not torch.is_tensor(v)]
             if missing:
                 raise ValueError(f"{missing[0]} should be a torch.Tensor in cudagraph mode")
-            self._fixed_batch_size = len(buffers[batch_key])
+            self._fixed_batch_size = len(cast(torch.Tensor, buffers[batch_key]))  # a tensor: checked above
         else:
             self._fixed_batch_size = 0
         for k, v in buffers.items():

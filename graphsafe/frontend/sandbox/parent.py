@@ -38,11 +38,11 @@ import contextlib
 import dataclasses
 import os
 import signal
-import sys
 import time
-import types
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
+from multiprocessing.process import BaseProcess
 from typing import Any, Protocol
 
 from hypothesis import settings
@@ -80,23 +80,6 @@ class Pool(Protocol):
     def started(self, box: Sandbox) -> None: ...
 
 
-@contextlib.contextmanager
-def _no_main_module():
-    """Hide ``__main__`` from multiprocessing while a child starts.
-
-    ``spawn`` and ``forkserver`` re-run the parent's main script in the child unless it is guarded
-    by ``if __name__ == "__main__"``; the child needs nothing from it (targets from ``__main__`` run
-    in-process, see :func:`target_ref`), so it is not sent at all.
-    """
-    main = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
-
-
 class Sandbox:
     """One child process that runs checks of one target.
 
@@ -128,10 +111,10 @@ class Sandbox:
         self.engine = engine
         self.device = device
         self.ref, self.by_class, self.why_not = target_ref(target)
-        self._proc = None
-        self._conn = None
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
         self._fault_path: str | None = None
-        self._lifeline = None  # the write end of the child's lifeline (see child._watch_parent)
+        self._lifeline: Connection | None = None  # the write end of the child's lifeline (see child._watch_parent)
         self._launched: tuple[str, float] = ("", 0.0)  # how and when (time.time()) the child was started
         self.started = 0  # how many child processes this sandbox has started
         self.startups: list[dict[str, Any]] = []
@@ -178,6 +161,8 @@ class Sandbox:
                 self.start(wait=False)
             if self._starting:
                 self._await_ready(timeout)
+            if self._conn is None:  # no child to ask
+                raise self._crashed()
             try:
                 self._conn.send(("check", check, run, label or self.name, progress is not None))
             except (OSError, ValueError):
@@ -185,7 +170,8 @@ class Sandbox:
             end = time.monotonic() + timeout
             reply = self._wait(timeout)
             while isinstance(reply, tuple) and reply[0] == "progress":
-                progress(reply[1])
+                if progress is not None:  # (the child sends progress only when asked)
+                    progress(reply[1])
                 reply = self._wait(max(end - time.monotonic(), 0.001), deadline_of=timeout)
         except BaseException:
             if self._proc is not None and not (self.alive and self._idle):
@@ -260,7 +246,7 @@ class Sandbox:
             daemon=True,
         )
         self._launched = (how, time.time())
-        with _no_main_module():
+        with server.no_main_module():
             proc.start()
         child.close()
         lifeline.close()
@@ -301,22 +287,25 @@ class Sandbox:
         """The next message from the child within ``timeout`` seconds; TargetCrashed / TargetTimeout otherwise
         (``deadline_of``: the whole check's timeout, which the message names)."""
         self._idle = False
+        conn, proc = self._conn, self._proc
+        if conn is None or proc is None:  # no child to wait for
+            raise self._crashed()
         deadline = time.monotonic() + float(timeout)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise self._timed_out(deadline_of or timeout, starting)
-            ready = wait_for([self._conn, self._proc.sentinel], timeout=min(left, 1.0))
-            if self._conn in ready or self._conn.poll(0):
+            ready = wait_for([conn, proc.sentinel], timeout=min(left, 1.0))
+            if conn in ready or conn.poll(0):
                 try:
-                    msg = self._conn.recv()
+                    msg = conn.recv()
                 except (EOFError, OSError):
                     raise self._crashed() from None
                 except Exception as e:  # noqa: BLE001 - a message cut short by the child's death
                     raise self._crashed(f" (its last message was cut short: {type(e).__name__})") from None
                 self._idle = not (isinstance(msg, tuple) and msg and msg[0] == "progress")  # still checking
                 return msg
-            if self._proc.sentinel in ready:
+            if proc.sentinel in ready:
                 raise self._crashed()
             hung = self._clock.overdue() if self._clock is not None and not starting else None
             if hung is not None:
@@ -381,11 +370,12 @@ class Sandbox:
 
     def _stack_dump(self) -> str:
         """Where the child is, from every thread's stack it writes on SIGUSR1 ('' if it cannot say)."""
-        if self._proc is None or not self._proc.is_alive() or not hasattr(signal, "SIGUSR1"):
+        pid = self._proc.pid if self._proc is not None and self._proc.is_alive() else None
+        if pid is None or not hasattr(signal, "SIGUSR1"):
             return ""
         before = self._fault_size()
         try:
-            os.kill(self._proc.pid, signal.SIGUSR1)  # faulthandler: dump every thread's stack
+            os.kill(pid, signal.SIGUSR1)  # faulthandler: dump every thread's stack
         except OSError:
             return ""
         end = time.monotonic() + 2.0
@@ -446,5 +436,6 @@ class Sandbox:
                 self._conn.send(("close",))
             except (OSError, ValueError):
                 pass
-            self._proc.join(2)
+            if self._proc is not None:
+                self._proc.join(2)
         self._discard()

@@ -25,17 +25,20 @@ stops using the server, and children are spawned.  ``GRAPHSAFE_FORKSERVER=0`` sp
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import sys
 import threading
+import types
+from collections.abc import Iterator
 from multiprocessing import forkserver
 from typing import Any
 
 from ..devices import interpreter_for
 from .child import PRELOAD, PRELOAD_ENV
 
-__all__ = ["context_for", "warm", "server_key", "mismatch", "stop_using", "METHODS"]
+__all__ = ["context_for", "no_main_module", "warm", "server_key", "mismatch", "stop_using", "METHODS"]
 
 #: how a sandbox's children start: ``auto`` (from the fork server where it serves) or ``spawn``
 METHODS = ("auto", "spawn")
@@ -86,6 +89,23 @@ def context_for(engine: str, method: str = "auto", preload: tuple[str, ...] = ()
             _start(key, preload)
         usable = _state["key"] == key and not _state["not_used"]
     return (mp.get_context("forkserver"), "forkserver") if usable else (mp.get_context("spawn"), "spawn")
+
+
+@contextlib.contextmanager
+def no_main_module() -> Iterator[None]:
+    """Hide ``__main__`` from multiprocessing while a child starts.
+
+    ``spawn`` and ``forkserver`` re-run the parent's main script in the child unless it is guarded
+    by ``if __name__ == "__main__"``; the child needs nothing from it (targets from ``__main__`` run
+    in-process, see :func:`~graphsafe.frontend.sandbox.wire.target_ref`), so it is not sent at all.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 def warm(engine: str, preload: tuple[str, ...] = ()) -> None:

@@ -123,7 +123,7 @@ def test_seeded_values_are_reproducible_and_device_independent():
     assert fp8.dtype == torch.float8_e4m3fn
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA not available on this machine)")
+@pytest.mark.cuda
 def test_seeded_values_match_between_cpu_and_gpu():
     assert torch.equal(graphsafe.seeded((16, 8), seed=3), graphsafe.seeded((16, 8), seed=3, device="cuda").cpu())
 

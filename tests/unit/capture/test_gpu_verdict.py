@@ -92,7 +92,7 @@ def test_every_block_of_a_long_pair_is_counted():
     assert gpu_verdict.count_bad([(g, e, 1e-5, 1e-5, False)]).tolist() == [4]
 
 
-@pytest.mark.skipif(DEVICE != "cuda", reason="needs an NVIDIA GPU: the per-step verdict uses the kernel on CUDA only")
+@pytest.mark.cuda  # the per-step verdict uses the kernel on CUDA only
 def test_verdicts_on_a_gpu_agree_with_the_pair_by_pair_comparison():
     g = torch.randn(64, 8, device="cuda")
     near = g + 1e-7

@@ -7,9 +7,7 @@ import gc
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA not available on this machine)"
-)
+pytestmark = pytest.mark.cuda  # skipped where CUDA is not available (tests/conftest.py)
 
 
 @pytest.fixture

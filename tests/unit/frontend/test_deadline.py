@@ -2,7 +2,6 @@
 where it was, and never cuts an import short."""
 
 import sys
-import time
 
 import pytest
 
@@ -18,11 +17,9 @@ def spin():
 
 
 def test_a_hang_in_python_code_is_stopped_with_where_it_was():
-    t0 = time.monotonic()
-    with pytest.raises(TargetTimeout) as info:
+    with pytest.raises(TargetTimeout) as info:  # spin() never returns: only the deadline ends it
         with deadline(0.3, "spinner"):
             spin()
-    assert time.monotonic() - t0 < 5
     assert "spinner: no result within 0.3 s" in str(info.value)
     assert info.value.where.endswith(" in spin")
 

@@ -1,7 +1,9 @@
 """Specifications for reports that stay true (``graphsafe.reports.lifecycle``).
 
-* after a fix: a check with a report dir removes the target's old reports of the kinds it looked
-  for and did not find again, atomically, with a note naming each; other kinds, other targets,
+* after a fix: a check with a report dir replays the target's old reports of its engine and of the
+  kinds it looked for that it did not find again; those whose recorded steps now pass are removed,
+  atomically, with a note naming each; those whose steps still fail (a search can miss a bug that is
+  still there) or cannot be replayed stay, with a note; other engines, other kinds, other targets,
   unreadable directories and checks that never searched leave reports alone;
 * re-running: a report that says the same once timings, addresses, the environment and absolute
   paths are ignored is left untouched (bytes and mtimes); a real change rewrites it.
@@ -11,12 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 import graphsafe
-from graphsafe import CheckResult, FindingKind
+from graphsafe import CheckResult, Finding, FindingKind
 from graphsafe.frontend.inprocess import write_reports
 from graphsafe.probes import PROBES
 from graphsafe.reports import atomic, environment, lifecycle
@@ -37,21 +40,92 @@ def _snapshot(path: Path) -> dict[str, tuple[bytes, int, int]]:
     return {p.name: (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_ino) for p in sorted(path.iterdir())}
 
 
+@pytest.fixture
+def replays(monkeypatch):
+    """The made-up target cannot run: each replay gives what ``replays.outcome`` says (the findings it
+    makes, or an exception to raise), and ``replays.calls`` records which reports were replayed."""
+
+    class Replays:
+        outcome: list[Finding] | Exception = []
+        calls: list[tuple[str, str, str]] = []
+
+    def replay(data, target, engine):
+        Replays.calls.append((data["kind"], target, engine))
+        if isinstance(Replays.outcome, Exception):
+            raise Replays.outcome
+        return list(Replays.outcome)
+
+    Replays.calls = []
+    monkeypatch.setattr(lifecycle, "replay_errors", replay)
+    return Replays
+
+
+FIXED = ": not found by this run, and its recorded steps now pass"
+
+
 # == after a fix ===============================================================================
-def test_a_clean_rerun_removes_the_old_report_with_a_note(tmp_path, monkeypatch):
+def test_a_clean_rerun_removes_the_old_report_whose_steps_now_pass_with_a_note(tmp_path, monkeypatch, replays):
     monkeypatch.chdir(tmp_path)
     old = write(FindingKind.STALE_PADDING, tmp_path / "reports")
     result = _result()
     removed = lifecycle.prune_stale(result, tmp_path / "reports")
     assert removed == [old] and not old.exists()
+    assert replays.calls == [("stale-padding", TARGET, "emulate")]
     rel = os.path.relpath(old)
     assert rel.startswith("reports/backend.attn_FlashBackend/stale-padding-")
-    assert result.notes == [f"removed stale report {rel}: not found by this run"]
+    assert result.notes == [f"removed stale report {rel}{FIXED}"]
     assert not old.parent.exists()  # the target's folder went with its last report
     assert leftovers(tmp_path / "reports") == []
 
 
-def test_write_reports_keeps_what_this_run_wrote_and_removes_the_rest(tmp_path):
+def test_a_report_whose_steps_still_fail_is_kept_with_a_note(tmp_path, monkeypatch, replays):
+    monkeypatch.chdir(tmp_path)
+    old = write(FindingKind.STALE_PADDING, tmp_path / "reports")
+    before = _snapshot(old)
+    replays.outcome = [make_finding(FindingKind.STALE_PADDING, where="self.elsewhere")]  # another place
+    result = _result()
+    assert lifecycle.prune_stale(result, tmp_path / "reports") == []
+    assert _snapshot(old) == before
+    assert result.notes == [
+        f"kept report {os.path.relpath(old)}: not found by this run, but its recorded steps still fail (stale-padding)"
+    ]
+
+
+def test_a_kept_report_is_brought_up_to_date_from_its_replay_keeping_its_search_effort(tmp_path, replays):
+    old = write(FindingKind.STALE_PADDING, tmp_path, message="padded slots keep stale values (at attn.py:10)")
+    replays.outcome = [make_finding(FindingKind.STALE_PADDING, examples_to_find=0, seconds_to_find=0.0)]
+    assert lifecycle.prune_stale(_result(), tmp_path) == []
+    data = json.loads((old / "finding.json").read_text())
+    assert data["message"] == replays.outcome[0].message  # what the code says now
+    assert (data["examples_to_find"], data["seconds_to_find"]) == (7, 1.25)  # what the search took then
+    assert leftovers(old.parent) == []
+
+
+def test_a_report_that_cannot_be_replayed_is_kept_with_a_note(tmp_path, replays):
+    old = write(FindingKind.LAZY_INIT, tmp_path)
+    replays.outcome = ModuleNotFoundError("No module named 'backend'")
+    result = _result()
+    assert lifecycle.prune_stale(result, tmp_path) == []
+    assert old.is_dir()
+    assert len(result.notes) == 1 and result.notes[0].endswith(
+        "could not be replayed (ModuleNotFoundError: No module named 'backend')"
+    )
+
+
+def test_another_engines_reports_are_kept_without_a_replay(tmp_path, replays):
+    gpu = write(FindingKind.STALE_PADDING, tmp_path, engine="cuda")
+    result = _result()  # a check on the emulator
+    assert lifecycle.prune_stale(result, tmp_path) == []
+    assert gpu.is_dir() and replays.calls == [] and result.notes == []
+
+
+def test_the_replay_uses_the_checked_class_when_given(tmp_path, replays):
+    write(FindingKind.LAZY_INIT, tmp_path)
+    lifecycle.prune_stale(_result(), tmp_path, target=Toggle)
+    assert replays.calls == [("lazy-init", Toggle, "emulate")]
+
+
+def test_write_reports_keeps_what_this_run_wrote_and_removes_the_rest(tmp_path, replays):
     root = tmp_path / "reports"
     gone = write(FindingKind.LAZY_INIT, root)
     again = make_finding(FindingKind.STALE_PADDING)
@@ -61,7 +135,7 @@ def test_write_reports_keeps_what_this_run_wrote_and_removes_the_rest(tmp_path):
     assert sorted(p.name for p in (root / "backend.attn_FlashBackend").iterdir()) == [Path(again.report_dir).name]
 
 
-def test_write_reports_notes_each_removed_report(tmp_path):
+def test_write_reports_notes_each_removed_report(tmp_path, replays):
     root = tmp_path / "reports"
     a = write(FindingKind.LAZY_INIT, root)
     b = write(FindingKind.STALE_PADDING, root)
@@ -69,10 +143,10 @@ def test_write_reports_notes_each_removed_report(tmp_path):
     write_reports(result, root)
     assert len(result.notes) == 2
     for path, note in zip(sorted([a, b]), result.notes):
-        assert note.startswith("removed stale report ") and note.endswith(f"{path.name}: not found by this run")
+        assert note.startswith("removed stale report ") and note.endswith(f"{path.name}{FIXED}")
 
 
-def test_kinds_the_check_did_not_look_for_are_kept(tmp_path):
+def test_kinds_the_check_did_not_look_for_are_kept(tmp_path, replays):
     kept = write(FindingKind.STALE_PADDING, tmp_path)
     gone = write(FindingKind.LAZY_INIT, tmp_path)
     result = _result(probes=["lazy-init"])
@@ -80,23 +154,23 @@ def test_kinds_the_check_did_not_look_for_are_kept(tmp_path):
     assert kept.is_dir()
 
 
-def test_replay_mismatch_and_target_error_go_only_after_a_check_of_every_probe(tmp_path):
+def test_replay_mismatch_and_target_error_go_only_after_a_check_of_every_probe(tmp_path, replays):
     rm = write(FindingKind.REPLAY_MISMATCH, tmp_path)
     te = write(FindingKind.TARGET_ERROR, tmp_path)
     assert lifecycle.prune_stale(_result(probes=["lazy-init", "stale-padding"]), tmp_path) == []
     assert sorted(lifecycle.prune_stale(_result(), tmp_path)) == sorted([rm, te])
 
 
-def test_a_check_that_never_searched_removes_nothing(tmp_path):
+def test_a_check_that_never_searched_removes_nothing(tmp_path, replays):
     kept = write(FindingKind.LAZY_INIT, tmp_path)
     capture = make_finding(FindingKind.CAPTURE_FAILURE)
     result = _result(capture, calls=0)  # the capture failed: no example ran, nothing was looked for
     write_reports(result, tmp_path)
     assert kept.is_dir() and Path(capture.report_dir).is_dir()
-    assert result.notes == []
+    assert result.notes == [] and replays.calls == []
 
 
-def test_other_targets_and_foreign_directories_are_kept(tmp_path):
+def test_other_targets_and_foreign_directories_are_kept(tmp_path, replays):
     other = write(FindingKind.LAZY_INIT, tmp_path, target="backend.attn:OtherBackend")
     same_slug = write(FindingKind.LAZY_INIT, tmp_path, target="backend.attn_FlashBackend")  # same folder name
     foreign = tmp_path / "backend.attn_FlashBackend" / "notes"
@@ -105,9 +179,10 @@ def test_other_targets_and_foreign_directories_are_kept(tmp_path):
     assert same_slug.parent == foreign.parent
     assert lifecycle.prune_stale(_result(), tmp_path) == []
     assert other.is_dir() and same_slug.is_dir() and (foreign / "todo.txt").read_text() == "mine"
+    assert replays.calls == []
 
 
-def test_removal_is_atomic_a_failure_leaves_the_report_whole(tmp_path, monkeypatch):
+def test_removal_is_atomic_a_failure_leaves_the_report_whole(tmp_path, monkeypatch, replays):
     path = write(FindingKind.LAZY_INIT, tmp_path)
     before = _snapshot(path)
 
@@ -134,20 +209,45 @@ class Toggle(plain_torch.Safe):
             self.lens = self.lens.clone()
 
 
-def test_a_check_after_the_fix_removes_the_report_of_the_fixed_bug(tmp_path, monkeypatch):
-    def check():
-        return graphsafe.check(Toggle, engine="emulate", examples=10, seed=0, database=False, report_dir=tmp_path)
+def _check_toggle(root: Path) -> CheckResult:
+    return graphsafe.check(Toggle, engine="emulate", examples=10, seed=0, database=False, report_dir=root)
 
-    buggy = check()
+
+def test_a_check_after_the_fix_removes_the_report_of_the_fixed_bug(tmp_path, monkeypatch):
+    buggy = _check_toggle(tmp_path)
     assert buggy.kinds == {"stale-pointer"}, buggy.summary()
     report = Path(buggy.findings[0].report_dir)
     monkeypatch.setattr(Toggle, "BUGGY", False)
-    fixed = check()
+    fixed = _check_toggle(tmp_path)
     assert fixed.ok, fixed.summary()
     assert not report.exists()
     assert [n for n in fixed.notes if n.startswith("removed stale report")] == [
-        f"removed stale report {display_path(report)}: not found by this run"
+        f"removed stale report {display_path(report)}{FIXED}"
     ]
+
+
+def test_a_report_the_search_did_not_meet_again_stays_while_its_steps_fail_and_goes_after_the_fix(
+    tmp_path, monkeypatch
+):
+    report = Path(_check_toggle(tmp_path).findings[0].report_dir)
+    # the same bug as another search named it (another place): this run's search will not rewrite it
+    other = report.parent / "stale-pointer-0123abcd"
+    shutil.copytree(report, other)
+    data = json.loads((other / "finding.json").read_text())
+    where = "self.lens (as an earlier search named it)"
+    (other / "finding.json").write_text(
+        json.dumps({**data, "where": where, "key": [data["key"][0], data["kind"], where]})
+    )
+    again = _check_toggle(tmp_path)
+    assert again.kinds == {"stale-pointer"} and Path(again.findings[0].report_dir) == report
+    assert other.is_dir()
+    assert (
+        f"kept report {display_path(other)}: not found by this run, but its recorded steps still fail (stale-pointer)"
+        in again.notes
+    )
+    monkeypatch.setattr(Toggle, "BUGGY", False)
+    fixed = _check_toggle(tmp_path)
+    assert fixed.ok and not report.exists() and not other.exists()
 
 
 # == re-running ================================================================================

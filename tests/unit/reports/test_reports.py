@@ -556,6 +556,12 @@ def test_repro_rebuilds_a_drawn_capture_with_its_batch_and_size(tmp_path):
     assert recipe["capture_size"] == 4
 
 
+def test_repro_py_keeps_any_string_in_its_recipe_whole(tmp_path):
+    where = 'self.x["a"] \'\'\' """ "" \\ ends with a backslash \\'
+    path = write(FindingKind.STALE_PADDING, tmp_path, where=where, message='a """quoted""" message')
+    assert recipe_of((path / "repro.py").read_text())["where"] == where
+
+
 def test_repro_script_and_finding_json_agree_on_the_recipe(tmp_path):
     path = write(FindingKind.FROZEN_HOST_VALUE, tmp_path)
     assert recipe_of((path / "repro.py").read_text()) == repro.recipe_from_data(jsonio.read_data(path))
