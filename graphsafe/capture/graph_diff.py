@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import difflib
 import struct
+from collections.abc import Set as AbstractSet
 
 from ..engines.addresses import DEVICE, HOST_PINNED
 from ..engines.graph_reader import Node, param_types
-from .graph_map import TARGET, GraphMap
+from .graph_map import TARGET, GraphMap, Pointer
 
 __all__ = ["diff_graphs", "noise_of"]
 
@@ -55,11 +56,19 @@ def _base(n: Node) -> dict:
     return {"kernel": n.label, "where": f"graph node {n.index}", "triton": False, "launch": "graph", "node": n.index}
 
 
-def _pointer_at(gmap: GraphMap) -> dict[tuple[int, int, int], object]:
+def _pointer_at(gmap: GraphMap) -> dict[tuple[int, int, int], Pointer]:
     return {(p.node, p.param, p.offset): p for p in gmap.pointers if p.kind in _POINTERS and p.param >= 0}
 
 
-def _param_diffs(na: Node, nb: Node, pa: dict, pb: dict, ga: GraphMap, gb: GraphMap, noise: set) -> list[dict]:
+def _param_diffs(
+    na: Node,
+    nb: Node,
+    pa: dict[tuple[int, int, int], Pointer],
+    pb: dict[tuple[int, int, int], Pointer],
+    ga: GraphMap,
+    gb: GraphMap,
+    noise: AbstractSet[tuple],
+) -> list[dict]:
     out: list[dict] = []
     types = param_types(na.name)
     if types is not None and len(types) != len(na.params):
@@ -70,13 +79,13 @@ def _param_diffs(na: Node, nb: Node, pa: dict, pb: dict, ga: GraphMap, gb: Graph
         i = prm_a.index
         ctype = types[i] if types else None
         name = f"parameter {i}" + (f" ({ctype})" if ctype else "")
-        masked = set()
+        masked: set[int] = set()
         for o, _ in prm_a.words():
             x, y = pa.get((na.index, i, o)), pb.get((nb.index, i, o))
             if x is None and y is None:
                 continue
             masked.update(range(o, o + 8))
-            if getattr(x, "kind", None) == TARGET and getattr(y, "kind", None) == TARGET:
+            if x is not None and y is not None and x.kind == TARGET and y.kind == TARGET:
                 path_a, path_b = ga.paths.get(x.key, [""])[:1], gb.paths.get(y.key, [""])[:1]
                 key = ("pointer", na.index, i, o)
                 if path_a == path_b and path_a[0] and x.at != y.at and key not in noise:  # same buffer, other offset
@@ -129,7 +138,7 @@ def noise_of(diffs: list[dict]) -> set:
     return out
 
 
-def diff_graphs(a: GraphMap, b: GraphMap, noise: set = frozenset()) -> list[dict]:
+def diff_graphs(a: GraphMap, b: GraphMap, noise: AbstractSet[tuple] = frozenset()) -> list[dict]:
     """How graph ``b`` (another batch's capture) differs from ``a`` (the one that replays), ``noise`` (from
     :func:`noise_of` over a control's diffs) left out; the branches alone when the node sequences differ."""
     na, nb = a.read.nodes, b.read.nodes

@@ -84,7 +84,7 @@ class Engine:
         return contextlib.nullcontext()
 
     def warmup(
-        self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None
+        self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[tuple[str, frozenset[str]]] | None = None
     ) -> Recorder:  # pragma: no cover
         """Run ``fn`` once eagerly, recording its launches and which kernel arguments they write (``skip_keys``
         storages aside; the kernels named in ``known``, whose writes an earlier warm-up learned, are not

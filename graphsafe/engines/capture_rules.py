@@ -92,7 +92,7 @@ def refusal(func, args: dict[str, Any], host: HostMemory) -> str | None:
     if name == "aten::index" and any(t.dtype in _MASKS for t in _tensors(args.get("indices"))):
         return SYNC
     if name in _INDEX_PUT:
-        indices, value = [i for i in args.get("indices", ()) if i is not None], args.get("values")
+        indices, value = [i for i in args.get("indices", ()) if i is not None], args["values"]
         if any(i.dtype in _MASKS for i in indices):
             one_scalar = len(indices) == 1 and value.dim() == 0 and host.is_host(value)
             return None if one_scalar else SYNC

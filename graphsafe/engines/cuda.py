@@ -42,7 +42,9 @@ class CudaEngine(Engine):
     def new_pool(self) -> Any:
         return torch.cuda.graph_pool_handle()
 
-    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None) -> Recorder:
+    def warmup(
+        self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[tuple[str, frozenset[str]]] | None = None
+    ) -> Recorder:
         torch.cuda.synchronize(self._device)
         side = torch.cuda.Stream(self._device)
         side.wait_stream(torch.cuda.current_stream(self._device))

@@ -137,7 +137,9 @@ class EmulatorEngine(Engine):
     def host_memory(self) -> contextlib.AbstractContextManager:
         return self.host.watching()
 
-    def warmup(self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[str] | None = None) -> Recorder:
+    def warmup(
+        self, fn: Callable[[], Any], *, skip_keys: set[int], known: set[tuple[str, frozenset[str]]] | None = None
+    ) -> Recorder:
         rec = Recorder("observe", learn_writes=True, skip_keys=skip_keys)
         rec.known_kernels = set(known or ())
         with self.host.watching(), rec:

@@ -97,7 +97,9 @@ class Node:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Node:
         params = tuple(Param(p["index"], p["offset"], bytes.fromhex(p["hex"])) for p in d.get("params", ()))
-        keep = {k: d[k] for k in ("name", "shared", "source", "src", "src_kind", "dst", "dst_kind") if k in d}
+        keep: dict[str, Any] = {
+            k: d[k] for k in ("name", "shared", "source", "src", "src_kind", "dst", "dst_kind") if k in d
+        }
         keep.update({k: d[k] for k in ("nbytes", "value", "element_size") if k in d})
         return cls(
             index=d["index"],
@@ -143,7 +145,7 @@ def demangle(name: str) -> str:
     if not out or status.value != 0:
         return name
     try:
-        return ctypes.cast(out, ctypes.c_char_p).value.decode(errors="replace")
+        return (ctypes.cast(out, ctypes.c_char_p).value or b"").decode(errors="replace")  # (not null: checked above)
     finally:
         ctypes.CDLL(None).free(ctypes.c_void_p(out))
 
@@ -196,7 +198,9 @@ def param_types(name: str) -> list[str] | None:
                 break
     if start is None:
         return None
-    inner, parts, depth, cur = full[start + 1 : -1], [], 0, []
+    inner, depth = full[start + 1 : -1], 0
+    parts: list[str] = []
+    cur: list[str] = []
     for ch in inner:
         if ch in "<([":
             depth += 1
@@ -268,12 +272,14 @@ class _Functions:
         h = int(func)
         if h not in self.layouts:
             info = getattr(self.cu, "cuFuncGetParamInfo", None)
-            out: list[tuple[int, int]] | None = [] if info is not None else None
-            for i in range(_MAX_PARAMS if info is not None else 0):
-                res = info(func, i)
-                if int(res[0]) != 0:
-                    break
-                out.append((int(res[1]), int(res[2])))
+            out: list[tuple[int, int]] | None = None
+            if info is not None:
+                out = []
+                for i in range(_MAX_PARAMS):
+                    res = info(func, i)
+                    if int(res[0]) != 0:
+                        break
+                    out.append((int(res[1]), int(res[2])))
             self.layouts[h] = out
         return self.layouts[h]
 
@@ -291,7 +297,7 @@ def _kernel(cu: Any, fns: _Functions, node: Any, index: int, space: Any, notes: 
     if kp and layout is not None:
         slots = (ctypes.c_void_p * len(layout)).from_address(kp) if layout else ()
         params = tuple(
-            Param(i, off, ctypes.string_at(slots[i], size) if size and slots[i] else b"")
+            Param(i, off, ctypes.string_at(addr, size) if size and (addr := slots[i]) else b"")
             for i, (off, size) in enumerate(layout)
         )
         source = "kernelParams"
@@ -413,7 +419,8 @@ def read_graph(raw: int, space: Any) -> GraphRead:
     handles = list(_ok(cu.cuGraphGetNodes(graph, n))[0])[:n] if n else []
     fns = _Functions(cu)
     types = cu.CUgraphNodeType
-    out, notes = [], []
+    out: list[Node] = []
+    notes: list[str] = []
     for index, node in enumerate(_in_order(cu, graph, handles)):
         t = _ok(cu.cuGraphNodeGetType(node))
         try:

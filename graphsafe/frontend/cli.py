@@ -202,7 +202,7 @@ def _run_all(
     status = EXIT_OK
     latch = _InterruptLatch()
     if run_opts.isolate == "target":  # the fork server imports every target's library once (vLLM: seconds)
-        warm(check.engine, preload=tuple(m for c in classes.values() for m in preload_of(c)))
+        warm(o.engine_name(check), preload=tuple(m for c in classes.values() for m in preload_of(c)))
     try:
         for i, name in enumerate(targets, 1):
             latch.check()

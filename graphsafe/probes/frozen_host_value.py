@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from typing import Any
 
 import torch
 
@@ -270,6 +271,8 @@ def run(ctx: StepContext) -> Finding | None:
         note = _numerics_only(ctx, diffs)
         if note is not None:
             severity, msg = "info", msg + note
-    details = {"diffs": [{k: v for k, v in x.items() if k not in ("value", "chunks")} for x in diffs[:10]]}
+    details: dict[str, Any] = {
+        "diffs": [{k: v for k, v in x.items() if k not in ("value", "chunks")} for x in diffs[:10]]
+    }
     details["seen_in"] = seen
     return Finding(kind=KIND, message=msg, where=where, details=details, cause=cause, severity=severity)

@@ -116,7 +116,7 @@ class Layout:
         hi_base = spec.max_seq_len if hi_cap is None else min(hi_cap, spec.max_seq_len)
         if self.level is Support.UNIFORM_SINGLE_TOKEN_DECODE:
             uniform: int | None = 1
-        elif self.level is Support.UNIFORM_BATCH:
+        elif self.o_uniform is not None:  # (the layout has the field for UNIFORM_BATCH alone)
             lo, hi = spec.uniform_lengths()
             uniform = lo + below(self.o_uniform, self.w_q, hi - lo + 1)
         else:

@@ -79,8 +79,8 @@ def resolve(name: str) -> type:
     :class:`UsageError` naming the registered ones otherwise."""
     entry = _TARGETS.get(name)
     if entry is not None:
-        module, cls = entry
-        return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+        module, attr = entry
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
     cls = parse(name) if isinstance(name, str) else None
     if cls is None:
         raise UsageError(f"unknown vLLM target {name!r}; known: {', '.join(names())}, or vllm:<backend>")

@@ -57,7 +57,7 @@ class FromBuilder:
     def __init__(self) -> None:
         self._levels: dict[type, Support] = {}
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Support:
+    def __get__(self, obj: Any, owner: type[VllmTarget] | None = None) -> Support:
         cls = owner if owner is not None else type(obj)
         level = self._levels.get(cls)
         if level is None:
@@ -66,7 +66,7 @@ class FromBuilder:
 
 
 @functools.lru_cache(maxsize=64)
-def _mixed(mixins: tuple[type, ...], base: type) -> type:
+def _mixed(mixins: tuple[type, ...], base: type) -> type[Any]:
     """``base`` with ``mixins`` in front (one class per combination, so that its identity is stable)."""
     if not mixins:
         return base
@@ -105,21 +105,23 @@ class VllmTarget(Target):
     builder_mixins: ClassVar[tuple[type, ...]] = ()
     impl_mixins: ClassVar[tuple[type, ...]] = ()
     mla: ClassVar[bool] = False
+    #: the finding kind graphsafe must report (None: none)
+    expected: ClassVar[str | None] = None
     default_spec = CaptureSpec(max_reqs=4, max_query_len=4, max_seq_len=128, block_size=16)
 
     # -- the backend's classes ------------------------------------------------------------
     @classmethod
-    def backend_cls(cls, lib: Any) -> type:
+    def backend_cls(cls, lib: Any) -> type[Any]:
         if cls.backend is None:
             raise ContractError(f"{cls.__qualname__}.backend is not set: name a vLLM attention backend")
         return lib.backend_class(cls.backend)
 
     @classmethod
-    def builder_cls(cls, lib: Any) -> type:
+    def builder_cls(cls, lib: Any) -> type[Any]:
         return _mixed(tuple(cls.builder_mixins), cls.backend_cls(lib).get_builder_cls())
 
     @classmethod
-    def impl_cls(cls, lib: Any) -> type:
+    def impl_cls(cls, lib: Any) -> type[Any]:
         return _mixed(tuple(cls.impl_mixins), cls.backend_cls(lib).get_impl_cls())
 
     @classmethod
@@ -184,13 +186,12 @@ class VllmTarget(Target):
             self.impl = self.make_impl()
             self.kv_cache_spec = self.kv_spec_for(self.vl, self.config, spec)
             self.builder = self.builder_cls(self.vl)(self.kv_cache_spec, [self.layer_name], self.config, self.device)
-        i32 = dict(dtype=torch.int32)
-        pin = self.device.type == "cuda"
-        self.query_start_loc_cpu = torch.zeros(spec.max_reqs + 1, **i32, pin_memory=pin)
-        self.seq_lens_cpu = torch.zeros(spec.max_reqs, **i32, pin_memory=pin)
-        self.query_start_loc = torch.zeros(spec.max_reqs + 1, **i32, device=self.device)
-        self.seq_lens = torch.zeros(spec.max_reqs, **i32, device=self.device)
-        self.block_table = torch.zeros(spec.max_reqs, spec.blocks_per_seq, **i32, device=self.device)
+        i32, pin, dev = torch.int32, self.device.type == "cuda", self.device
+        self.query_start_loc_cpu = torch.zeros(spec.max_reqs + 1, dtype=i32, pin_memory=pin)
+        self.seq_lens_cpu = torch.zeros(spec.max_reqs, dtype=i32, pin_memory=pin)
+        self.query_start_loc = torch.zeros(spec.max_reqs + 1, dtype=i32, device=dev)
+        self.seq_lens = torch.zeros(spec.max_reqs, dtype=i32, device=dev)
+        self.block_table = torch.zeros(spec.max_reqs, spec.blocks_per_seq, dtype=i32, device=dev)
         self.slot_mapping = torch.full((self.max_rows,), -1, dtype=torch.int64, device=self.device)
         self.make_tensors(spec)
         self.metadata: Any = None

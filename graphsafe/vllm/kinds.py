@@ -46,13 +46,14 @@ class AttentionTarget(VllmTarget):
     def make_tensors(self, spec: CaptureSpec) -> None:
         d = self.dims(self.config)
         h, hk, hs, rows = d["num_heads"], d["num_kv_heads"], d["head_size"], self.max_rows
-        kw = dict(dtype=self.dtype, device=self.device)
-        self.kv_store = torch.zeros(spec.num_blocks, spec.block_size, hk, 2 * hs, **kw)  # NHD, physical
+        dt, dev = self.dtype, self.device
+        # physical (blocks, block_size, kv_heads, 2 * head_size): NHD
+        self.kv_store = torch.zeros(spec.num_blocks, spec.block_size, hk, 2 * hs, dtype=dt, device=dev)
         self.kv_cache = self.kv_store.transpose(1, 2)  # logical (blocks, kv_heads, block_size, 2 * head_size)
-        self.q = torch.zeros(rows, h, hs, **kw)
-        self.k = torch.zeros(rows, hk, hs, **kw)
-        self.v = torch.zeros(rows, hk, hs, **kw)
-        self.out = torch.zeros(rows, h, hs, **kw)
+        self.q = torch.zeros(rows, h, hs, dtype=dt, device=dev)
+        self.k = torch.zeros(rows, hk, hs, dtype=dt, device=dev)
+        self.v = torch.zeros(rows, hk, hs, dtype=dt, device=dev)
+        self.out = torch.zeros(rows, h, hs, dtype=dt, device=dev)
 
     def token_inputs(self) -> dict[str, torch.Tensor]:
         return {"q": self.q, "k": self.k, "v": self.v}
@@ -114,9 +115,9 @@ class MLATarget(VllmTarget):
 
     def make_layer(self) -> torch.nn.Module:
         layer = super().make_layer()
-        for k, v in self.mla_dims().items():
+        # (setattr: torch types a module's attributes as tensors and modules; these are plain values)
+        for k, v in {**self.mla_dims(), "prefill_backend": NoPrefill()}.items():
             setattr(layer, k, v)
-        layer.prefill_backend = NoPrefill()
         return layer
 
     def make_impl(self) -> Any:
@@ -143,12 +144,13 @@ class MLATarget(VllmTarget):
     def make_tensors(self, spec: CaptureSpec) -> None:
         m, d = self.mla_dims(), self.dims(self.config)
         lat, rope, rows = m["kv_lora_rank"], m["qk_rope_head_dim"], self.max_rows
-        kw = dict(dtype=self.dtype, device=self.device)
-        self.kv_store = torch.zeros(spec.num_blocks * spec.block_size + 1, lat + rope, **kw)  # + a trash row
+        dt, dev = self.dtype, self.device
+        slots = spec.num_blocks * spec.block_size
+        self.kv_store = torch.zeros(slots + 1, lat + rope, dtype=dt, device=dev)  # + a trash row
         self.kv_cache = self.kv_store[:-1].view(spec.num_blocks, spec.block_size, lat + rope)
-        self.q = torch.zeros(rows, d["num_heads"], lat + rope, **kw)
-        self.kv_c = torch.zeros(rows, lat, **kw)
-        self.k_pe = torch.zeros(rows, rope, **kw)
+        self.q = torch.zeros(rows, d["num_heads"], lat + rope, dtype=dt, device=dev)
+        self.kv_c = torch.zeros(rows, lat, dtype=dt, device=dev)
+        self.k_pe = torch.zeros(rows, rope, dtype=dt, device=dev)
 
     def token_inputs(self) -> dict[str, torch.Tensor]:
         return {"q": self.q, "kv_c": self.kv_c, "k_pe": self.k_pe}

@@ -15,7 +15,7 @@ import contextlib
 import inspect
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -31,7 +31,7 @@ class TritonAttention(AttentionTarget):
 
     name = "vllm:TRITON_ATTN"
     backend = "TRITON_ATTN"
-    expected = None
+    expected: ClassVar[str | None] = None
 
 
 class TritonMLA(MLATarget):
@@ -40,7 +40,7 @@ class TritonMLA(MLATarget):
 
     name = "vllm:TRITON_MLA"
     backend = "TRITON_MLA"
-    expected = None
+    expected: ClassVar[str | None] = None
 
 
 def _code_names(code: Any) -> set[str]:
@@ -140,7 +140,7 @@ class FlexAttention(AttentionTarget):
 
     name = "vllm:FLEX_ATTENTION"
     backend = "FLEX_ATTENTION"
-    expected = None
+    expected: ClassVar[str | None] = None
     cache_write = "triton"
 
     def attend(self, rows: int):

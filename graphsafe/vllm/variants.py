@@ -9,7 +9,7 @@ class says what it models and the kind graphsafe must report (``expected``); ``T
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,8 +29,31 @@ __all__ = [
     "FlexAttentionFreshBlockMask",
 ]
 
+if TYPE_CHECKING:
+    # What the mixins use of the class they are put in front of (vLLM's builder or impl, or the stand-in's):
+    # vLLM is not importable where the types are checked, so these declare it.  At run time the mixins derive
+    # from object alone, and ``super()`` is the backend's class in the combined class's MRO.
 
-class LiveSlotsOnly:
+    class _Builder:
+        vllm_config: Any
+        device: torch.device
+
+        def build(self, common_prefix_len: int, common_attn_metadata: Any, fast_build: bool = False) -> Any: ...
+
+        def _build_decode(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    class _Impl:
+        def forward(
+            self, layer: Any, query: Any, key: Any, value: Any, kv_cache: Any, attn_metadata: Any, *args: Any, **kw: Any
+        ) -> Any: ...
+
+        def forward_mqa(self, q: Any, kv_c_and_k_pe_cache: Any, attn_metadata: Any, layer: Any) -> Any: ...
+
+else:
+    _Builder = _Impl = object
+
+
+class LiveSlotsOnly(_Builder):
     """Builder mixin, buggy: keeps a slot mapping of its own for the graph and copies in the live tokens' slots
     only; padded token rows keep the slots an earlier, larger batch wrote there."""
 
@@ -46,18 +69,20 @@ class LiveSlotsOnly:
         return md
 
 
-class NonCausalDecodes:
+class NonCausalDecodes(_Impl):
     """Impl mixin, buggy: a batch of single-token queries (``max_query_len == 1``, decided from this batch on the
     host) runs without the causal mask, a shortcut that changes nothing for decodes alone; a graph captured
     on such a batch keeps it for later batches with prefills."""
 
-    def forward(self, layer: Any, query: Any, key: Any, value: Any, kv_cache: Any, attn_metadata: Any, *args, **kw):
+    def forward(
+        self, layer: Any, query: Any, key: Any, value: Any, kv_cache: Any, attn_metadata: Any, *args: Any, **kw: Any
+    ) -> Any:
         if attn_metadata.max_query_len == 1:  # BUG: a branch on this batch's longest query, frozen at capture
             attn_metadata = dataclasses.replace(attn_metadata, causal=False)
         return super().forward(layer, query, key, value, kv_cache, attn_metadata, *args, **kw)
 
 
-class FreshDecodeTensors:
+class FreshDecodeTensors(_Builder):
     """MLA builder mixin, buggy: the decode metadata's block table and sequence lengths are new tensors every
     build instead of views of the runner's persistent buffers."""
 
@@ -68,7 +93,7 @@ class FreshDecodeTensors:
         return decode
 
 
-class RowPlanBuffer:
+class RowPlanBuffer(_Builder):
     """MLA builder mixin (with :class:`LazyRowPlan`): a persistent per-row key-count plan in every metadata,
     marked not planned yet."""
 
@@ -82,7 +107,7 @@ class RowPlanBuffer:
         return md
 
 
-class LazyRowPlan:
+class LazyRowPlan(_Impl):
     """MLA impl mixin, buggy: ``forward_mqa`` plans each decode row's key count into the metadata's plan buffer
     on its first call with that metadata only, then decodes row by row from the plan."""
 
@@ -101,7 +126,7 @@ class LazyRowPlan:
         return super().forward_mqa(q, kv_c_and_k_pe_cache, dataclasses.replace(attn_metadata, decode=by_row), layer)
 
 
-class FreshBlockIndices:
+class FreshBlockIndices(_Builder):
     """FLEX builder mixin, buggy: drops the persistent block-index buffer before every build, so the build
     allocates a new one (for this batch) instead of copying into the one the graph captured."""
 

@@ -170,20 +170,13 @@ def copy_to_persistent(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     return dst[:n]
 
 
-@dataclass
-class FlexMetadata:
-    """What the stand-in's FLEX_ATTENTION builds: persistent buffers, and two fresh host-side tensors."""
+@dataclass(kw_only=True)
+class FlexMetadata(AttentionMetadata):
+    """What the stand-in's FLEX_ATTENTION builds: the fields the impl reads (persistent buffers), and two fresh
+    host-side tensors."""
 
-    num_actual_tokens: int
-    max_query_len: int
-    query_start_loc: torch.Tensor
-    max_seq_len: int
-    seq_lens: torch.Tensor
-    block_table: torch.Tensor
-    slot_mapping: torch.Tensor
     num_blocks_per_seq: torch.Tensor  # fresh every build; the attention never reads it
     logical_block_ids: torch.Tensor  # fresh every build; the attention never reads it
-    causal: bool = True
 
 
 class FlexBuilder(AttentionBuilder):
@@ -192,9 +185,8 @@ class FlexBuilder(AttentionBuilder):
     def __init__(self, kv_cache_spec: Any, layer_names: list[str], vllm_config: Any, device: torch.device):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         reqs = vllm_config.scheduler_config.max_num_seqs
-        i32 = dict(dtype=torch.int32, device=device)
-        self.persistent_query_start_loc = torch.zeros(reqs + 1, **i32)
-        self.persistent_seq_lens = torch.zeros(reqs, **i32)
+        self.persistent_query_start_loc = torch.zeros(reqs + 1, dtype=torch.int32, device=device)
+        self.persistent_seq_lens = torch.zeros(reqs, dtype=torch.int32, device=device)
         self.max_blocks = -(-vllm_config.model_config.max_model_len // self.block_size)
         self.persistent_kv_indices: torch.Tensor | None = None  # allocated on the first build
 

@@ -101,7 +101,10 @@ class MLAImpl:
 
     def row_extents(self, attn_metadata: MLAMetadata, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Each decode row's block-table row and causal key count (vLLM flattens a request's query so)."""
-        table, lens = attn_metadata.decode.block_table, attn_metadata.decode.seq_lens
+        decode = attn_metadata.decode
+        if decode is None:  # (the builder gives every batch one: it builds decodes only)
+            raise RuntimeError("the MLA stand-in decodes only; this metadata has no decode part")
+        table, lens = decode.block_table, decode.seq_lens
         q = rows // lens.shape[0]
         owner = torch.arange(rows, device=lens.device) // q
         offset = torch.arange(rows, device=lens.device) % q - (q - 1)
