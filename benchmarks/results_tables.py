@@ -159,6 +159,8 @@ def _throughput(d: dict[str, Any]) -> list[Table]:
         + (f", best of {d['repeat']} rounds" if d.get("repeat") else "")
         + "."
     ]
+    if d.get("note"):
+        lines.append(d["note"])
     header = ["backend", "bare loop steps/s", "`worst` steps/s", "ratio", "default policies steps/s", "ratio"]
     rows = [
         [

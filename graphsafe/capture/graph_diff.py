@@ -17,7 +17,7 @@ import difflib
 import struct
 from collections.abc import Set as AbstractSet
 
-from ..engines.addresses import DEVICE, HOST_PINNED
+from ..engines.addresses import DEVICE, HOST_PINNED, plausible
 from ..engines.graph_reader import Node, param_types
 from .graph_map import TARGET, GraphMap, Pointer
 
@@ -52,6 +52,14 @@ def _fmt(data: bytes, ctype: str | None) -> object:
     return [int.from_bytes(data[i : i + 4], "little") for i in range(0, len(data) - 3, 4)] or data.hex()
 
 
+def _address_like(word: int) -> bool:
+    """Could ``word`` be an address where a 64-bit Linux process maps memory (the heap, mappings, the stack and
+    the device's allocations all lie at or above 2**44)?  A pair of such words that differ is taken for two
+    addresses, not for a frozen value, even where the driver could not say what they point to (memory freed by
+    then, or mapped in a way it does not answer for): a count or size that large is not a kernel argument."""
+    return plausible(word) and word >= 1 << 44
+
+
 def _base(n: Node) -> dict:
     return {"kernel": n.label, "where": f"graph node {n.index}", "triton": False, "launch": "graph", "node": n.index}
 
@@ -80,9 +88,12 @@ def _param_diffs(
         ctype = types[i] if types else None
         name = f"parameter {i}" + (f" ({ctype})" if ctype else "")
         masked: set[int] = set()
-        for o, _ in prm_a.words():
+        words_b = dict(prm_b.words())
+        for o, word_a in prm_a.words():
             x, y = pa.get((na.index, i, o)), pb.get((nb.index, i, o))
             if x is None and y is None:
+                if word_a != words_b.get(o) and _address_like(word_a) and _address_like(words_b.get(o, 0)):
+                    masked.update(range(o, o + 8))  # two addresses the driver could not place: not values
                 continue
             masked.update(range(o, o + 8))
             if x is not None and y is not None and x.kind == TARGET and y.kind == TARGET:

@@ -34,7 +34,7 @@ import torch
 
 from ..capture.compare import compare
 from ..capture.context import StepContext
-from ..capture.graph_evidence import graph_evidence
+from ..capture.graph_evidence import graph_evidence, unseen_kernels
 from ..engines.recording import Launch, Override, TensorArg
 from ..findings import Finding, FindingKind, Mismatch
 
@@ -231,10 +231,20 @@ def _diffs(ctx: StepContext) -> tuple[list[dict], str]:
     gev = graph_evidence(ctx)
     if gev is None or not gev.comparable or not gev.diffs:
         return [], ""
-    out = sorted(gev.diffs, key=lambda d: d["kind"] != "branch")
+    unseen = set(unseen_kernels(ctx))  # the recorded launches already say every host value of the others
+    out = sorted((d for d in gev.diffs if _concerns(d, unseen)), key=lambda d: d["kind"] != "branch")
+    if not out:
+        return [], ""
     for d in out:
         d["substitute"] = False
     return out, "graph"
+
+
+def _concerns(diff: dict, kernels: set[str]) -> bool:
+    """Is a graph diff about one of ``kernels``: a value of its launch, or a branch that launches it?"""
+    if diff["kind"] == "branch":
+        return any(label in kernels for label in (*diff["captured"], *diff["needed"]))
+    return diff["kernel"] in kernels
 
 
 def run(ctx: StepContext) -> Finding | None:

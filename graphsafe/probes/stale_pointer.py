@@ -41,7 +41,8 @@ def run(ctx: StepContext) -> Finding | None:
             for key, ps in now.items():
                 if p in ps:
                     repl.append(f"{p} now at {hex(key)}")
-        readers = ", ".join(buf.refs[:2]) if buf.refs else ", ".join(buf.kernels[:3])
+        recorded = [k for k in buf.kernels if not any(r.startswith(f"{k} (") for r in buf.refs)]
+        readers = ", ".join([*recorded[:3], *buf.refs[:2]])  # the recorded launches, then the graph's nodes
         parts.append(
             f"{name} ({buf.dtype}, {buf.nbytes} bytes at {hex(buf.address)}, read by {readers}) was freed after capture"
             + (f"; {'; '.join(repl)}" if repl else "")

@@ -108,30 +108,6 @@ def test_flashinfer_default_mode_with_watch_off_is_a_stale_pointer_from_the_grap
 
 
 @needs_flashinfer
-def test_two_layer_groups_planned_into_one_int_workspace_show_both_plans_writing_what_both_groups_read():
-    from graphsafe.capture.session import CaptureSession
-    from graphsafe.capture.writers import trace_writes
-    from graphsafe.engines import get_engine
-    from tests.targets.flashinfer_groups import TwoGroupsSharedIntWorkspace as Shared
-
-    size = Shared.default_spec.max_reqs
-    s = CaptureSession(Shared, Shared.default_spec, get_engine("cuda"), (size,))
-    try:
-        int_ws = s.target.wrappers[size][0]._int_workspace_buffer
-        key = int_ws.untyped_storage().data_ptr()
-        readers: dict[int, set] = {}
-        for p in s.infos[size].graph_map.held()[key]:
-            readers.setdefault(p.at, set()).add(p.node)
-        shared = [at for at, nodes in readers.items() if len(nodes) > 1]  # both groups' kernels read these offsets
-        writes = trace_writes(s.target, lambda: s.target.prepare(s.infos[size].batch), {key: int_ws})
-        both = [at for at in shared if len({w.source for w in writes if bool(w.mask[at : at + 4].any())}) == 2]
-        assert both, (shared, [(w.source, int(w.mask.sum())) for w in writes])
-        assert {w.source.split(",")[0] for w in writes} == {"self.plan(full", "self.plan(window"}
-    finally:
-        s.close()
-
-
-@needs_flashinfer
 def test_two_layer_groups_with_an_int_workspace_each_are_clean():
     from tests.targets.flashinfer_groups import TwoGroups
 

@@ -125,3 +125,18 @@ def test_param_with_unknown_type_is_compared_as_integers():
     other = with_param(rec.read, 0, 3, (999).to_bytes(4, "little"))
     [d] = diff_graphs(mapped(rec), mapped(rec, other))
     assert (d["argument"], d["captured"], d["needed"]) == ("parameter 3", 1000, 999)
+
+
+def test_two_addresses_the_driver_could_not_place_are_no_frozen_value():
+    rec = load("extension")
+    a = with_param(rec.read, 2, 5, (0x7F00_1234_0000).to_bytes(8, "little"))  # e.g. a pool temporary, freed
+    b = with_param(rec.read, 2, 5, (0x7F00_5678_0000).to_bytes(8, "little"))  # another capture's temporary
+    assert diff_graphs(mapped(rec, a), mapped(rec, b)) == []
+
+
+def test_a_different_64_bit_count_in_the_same_place_is_a_frozen_value():
+    rec = load("extension")
+    a = with_param(rec.read, 2, 5, (5).to_bytes(8, "little"))
+    b = with_param(rec.read, 2, 5, (7).to_bytes(8, "little"))
+    [d] = diff_graphs(mapped(rec, a), mapped(rec, b))
+    assert (d["kernel"], d["captured"], d["needed"]) == ("gs_spin_until", 5, 7)
