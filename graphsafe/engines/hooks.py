@@ -9,22 +9,31 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import triton_env
 
-if TYPE_CHECKING:
-    from .recording import Recorder
 
-__all__ = ["RecorderMode", "active", "install_triton_hooks", "local"]
+class Recording(Protocol):
+    """What the hooks need of a recorder (:class:`~graphsafe.engines.recording.Recorder`; this module does not
+    import it: the recorder imports the hooks)."""
+
+    suspended: bool
+
+    def _on_aten(self, func: Any, args: Any, kwargs: Any) -> Any: ...
+
+    def _on_triton(self, kernel: Any, orig_run: Any, args: Any, kwargs: Any, grid: Any) -> Any: ...
+
+
+__all__ = ["Recording", "RecorderMode", "active", "install_triton_hooks", "local"]
 
 #: per thread, ``recorder``: the recorder recording on this thread now
 local = threading.local()
 
 
-def active() -> Recorder | None:
+def active() -> Recording | None:
     """The recorder recording on this thread now, if any."""
     return getattr(local, "recorder", None)
 
@@ -32,7 +41,7 @@ def active() -> Recorder | None:
 class RecorderMode(TorchDispatchMode):
     """Hands every aten op to ``rec`` (the recorder that entered this mode)."""
 
-    def __init__(self, rec: Recorder):
+    def __init__(self, rec: Recording):
         super().__init__()
         self.rec = rec
 
@@ -69,7 +78,7 @@ def install_triton_hooks() -> None:
         _orig_runs[cls] = orig
 
         def run(self, *args, grid, warmup, _orig=orig, **kwargs):
-            rec: Recorder | None = getattr(local, "recorder", None)
+            rec: Recording | None = getattr(local, "recorder", None)
             if rec is None or warmup or rec.suspended or triton_env.autotune_benchmarking():
                 return _orig(self, *args, grid=grid, warmup=warmup, **kwargs)
             return rec._on_triton(self, _orig, args, kwargs, grid)

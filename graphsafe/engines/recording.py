@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -31,7 +31,8 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import CaptureError
 from . import capture_rules
-from .hooks import RecorderMode, active, install_triton_hooks
+from .hooks import RecorderMode, install_triton_hooks
+from .hooks import active as _active
 from .hooks import local as _local
 from .host import HostMemory
 from .launches import ExternalBuffer, Launch, Override, TensorArg, freeze
@@ -58,6 +59,11 @@ __all__ = [
 SYNC_OPS = capture_rules.HOST_READS | {"aten::repeat_interleave"}
 # Ops whose argument is a tensor torch just made from host data (torch.tensor, a Python scalar): the graph's own.
 _LIFTS = {"aten::lift_fresh", "aten::lift_fresh_copy"}
+
+
+def active() -> Recorder | None:
+    """The recorder recording on this thread now, if any."""
+    return cast("Recorder | None", _active())
 
 
 def _syncs(func: Any, args: dict[str, Any]) -> bool:

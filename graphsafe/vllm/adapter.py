@@ -20,7 +20,6 @@ builder and impl (graphsafe's deliberate mistakes do).
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,19 +31,13 @@ from ..contract import Batch, CaptureSpec, Support, Target
 from ..errors import ContractError
 from ..values import derive_seed, seeded
 from .library import load
+from .signatures import kwargs_for
 
 __all__ = ["VllmTarget", "FromBuilder", "MODELS", "kwargs_for"]
 
 #: graphsafe's tiny model configs (Hugging Face config.json only): ``llama`` (8 query heads on 2 KV heads
 #: of 128) and ``deepseek_v3`` (MLA: 16 heads, a 512-wide latent and a 64-wide RoPE part)
 MODELS = {name: str(Path(__file__).with_name("models") / name) for name in ("llama", "deepseek_v3")}
-
-
-def kwargs_for(cls: type, **given: Any) -> dict[str, Any]:
-    """The keyword arguments among ``given`` that ``cls`` takes (its constructor's parameters: dataclass fields
-    and init-only ones differ between vLLM releases)."""
-    names = set(inspect.signature(cls).parameters)
-    return {k: v for k, v in given.items() if k in names}
 
 
 class FromBuilder:

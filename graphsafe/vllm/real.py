@@ -32,7 +32,7 @@ from vllm.v1 import kv_cache_interface
 from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadata
 
 from ..errors import ContractError
-from .adapter import kwargs_for
+from .signatures import kwargs_for
 
 __all__ = [
     "__version__",
