@@ -50,3 +50,54 @@ def write(name: str, data: dict, out_dir: str | None = None) -> Path:
     path.write_text(json.dumps({"machine": machine(), **data}, indent=1))
     print(f"wrote {path}")
     return path
+
+
+def check_one(cls: type, engine: str, examples: int, seed: int, report_dir: str | None, timeout: float) -> dict:
+    """One isolated check of a campaign (the FlashInfer and vLLM campaigns): its kinds, findings, support level,
+    examples, calls, seconds and notes; an error the check raised is the row's kind, and the campaign goes on."""
+    import traceback
+
+    import graphsafe
+
+    t = time.perf_counter()
+    try:
+        r = graphsafe.check(
+            cls,
+            engine=engine,
+            examples=examples,
+            seed=seed,
+            database=False,
+            isolate="target",
+            timeout=timeout,
+            report_dir=report_dir,
+            device="cpu" if engine == "emulate" else None,
+        )
+    except graphsafe.GraphsafeError as e:
+        return {"kinds": [f"error:{type(e).__name__}"], "message": e.message, "seconds": time.perf_counter() - t}
+    except Exception as e:  # noqa: BLE001 - the campaign goes on; the row says what happened
+        return {
+            "kinds": [f"error:{type(e).__name__}"],
+            "message": traceback.format_exc(),
+            "seconds": time.perf_counter() - t,
+        }
+    findings = [
+        {
+            "kind": f.kind.value,
+            "severity": f.severity,
+            "where": f.where,
+            "message": f.message,
+            "capture_policy": f.details.get("capture_policy"),
+            "examples_to_find": f.examples_to_find,
+            "report": str(Path(f.report_dir) / "repro.py") if f.report_dir else None,
+        }
+        for f in r.findings
+    ]
+    return {
+        "kinds": sorted(r.kinds),
+        "support": r.support,
+        "findings": findings,
+        "examples": r.examples,
+        "calls": r.calls,
+        "seconds": time.perf_counter() - t,
+        "notes": r.notes,
+    }

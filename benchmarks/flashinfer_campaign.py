@@ -16,13 +16,10 @@ On a GPU machine without a package index, carry FlashInfer's wheels over from a 
 from __future__ import annotations
 
 import argparse
-import time
-import traceback
-from pathlib import Path
 
 import _util
+from _util import check_one
 
-import graphsafe
 from graphsafe import flashinfer as fi
 from graphsafe.flashinfer.library import load, version
 
@@ -36,50 +33,6 @@ def classes(library: str) -> dict[str, type]:
 
         return dict(STANDIN)
     return {name: fi.resolve(name) for name in fi.names()}
-
-
-def check_one(cls: type, engine: str, examples: int, seed: int, report_dir: str | None, timeout: float) -> dict:
-    t = time.perf_counter()
-    try:
-        r = graphsafe.check(
-            cls,
-            engine=engine,
-            examples=examples,
-            seed=seed,
-            database=False,
-            isolate="target",
-            timeout=timeout,
-            report_dir=report_dir,
-            device="cpu" if engine == "emulate" else None,
-        )
-    except graphsafe.GraphsafeError as e:
-        return {"kinds": [f"error:{type(e).__name__}"], "message": e.message, "seconds": time.perf_counter() - t}
-    except Exception as e:  # noqa: BLE001 - the campaign goes on; the row says what happened
-        return {
-            "kinds": [f"error:{type(e).__name__}"],
-            "message": traceback.format_exc(),
-            "seconds": time.perf_counter() - t,
-        }
-    findings = [
-        {
-            "kind": f.kind.value,
-            "severity": f.severity,
-            "where": f.where,
-            "message": f.message,
-            "capture_policy": f.details.get("capture_policy"),
-            "examples_to_find": f.examples_to_find,
-            "report": str(Path(f.report_dir) / "repro.py") if f.report_dir else None,
-        }
-        for f in r.findings
-    ]
-    return {
-        "kinds": sorted(r.kinds),
-        "findings": findings,
-        "examples": r.examples,
-        "calls": r.calls,
-        "seconds": time.perf_counter() - t,
-        "notes": r.notes,
-    }
 
 
 def main() -> None:

@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import traceback
 from importlib import metadata
 from pathlib import Path
 
 import _util
+from _util import check_one
 
-import graphsafe
 from graphsafe import vllm as gv
 from graphsafe.frontend.devices import worker_device
 from graphsafe.frontend.sandbox import get_sandbox, warm
@@ -53,51 +52,6 @@ def release(library: str) -> str:
         return metadata.version("vllm")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-def check_one(cls: type, engine: str, examples: int, seed: int, report_dir: str | None, timeout: float) -> dict:
-    t = time.perf_counter()
-    try:
-        r = graphsafe.check(
-            cls,
-            engine=engine,
-            examples=examples,
-            seed=seed,
-            database=False,
-            isolate="target",
-            timeout=timeout,
-            report_dir=report_dir,
-            device="cpu" if engine == "emulate" else None,
-        )
-    except graphsafe.GraphsafeError as e:
-        return {"kinds": [f"error:{type(e).__name__}"], "message": e.message, "seconds": time.perf_counter() - t}
-    except Exception as e:  # noqa: BLE001 - the campaign goes on; the row says what happened
-        return {
-            "kinds": [f"error:{type(e).__name__}"],
-            "message": traceback.format_exc(),
-            "seconds": time.perf_counter() - t,
-        }
-    findings = [
-        {
-            "kind": f.kind.value,
-            "severity": f.severity,
-            "where": f.where,
-            "message": f.message,
-            "capture_policy": f.details.get("capture_policy"),
-            "examples_to_find": f.examples_to_find,
-            "report": str(Path(f.report_dir) / "repro.py") if f.report_dir else None,
-        }
-        for f in r.findings
-    ]
-    return {
-        "kinds": sorted(r.kinds),
-        "support": r.support,
-        "findings": findings,
-        "examples": r.examples,
-        "calls": r.calls,
-        "seconds": time.perf_counter() - t,
-        "notes": r.notes,
-    }
 
 
 def main() -> None:
