@@ -31,7 +31,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -160,6 +160,32 @@ def write_flash_cache(key, value, key_cache, value_cache, slot_mapping, layer) -
     from .attention import write_paged  # (the kernels module imports this one)
 
     write_paged(key, value, key_cache, value_cache, slot_mapping)
+
+
+class StandinBackend:
+    """vLLM's ``AttentionBackend`` interface from four class attributes (the stand-in's backends differ in
+    nothing else)."""
+
+    NAME: ClassVar[str]
+    BUILDER: ClassVar[type]
+    IMPL: ClassVar[type]
+    MLA: ClassVar[bool] = False
+
+    @classmethod
+    def get_name(cls) -> str:
+        return cls.NAME
+
+    @classmethod
+    def get_builder_cls(cls) -> type:
+        return cls.BUILDER
+
+    @classmethod
+    def get_impl_cls(cls) -> type:
+        return cls.IMPL
+
+    @classmethod
+    def is_mla(cls) -> bool:
+        return cls.MLA
 
 
 _BACKENDS = {

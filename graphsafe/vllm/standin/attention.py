@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from . import AttentionCGSupport
+from . import AttentionCGSupport, StandinBackend
 
 __all__ = [
     "paged_attention",
@@ -143,24 +143,10 @@ class AttentionImpl:
         return output
 
 
-class StandinAttentionBackend:
+class StandinAttentionBackend(StandinBackend):
     """The stand-in's ``TRITON_ATTN``."""
 
-    @staticmethod
-    def get_name() -> str:
-        return "TRITON_ATTN"
-
-    @staticmethod
-    def get_builder_cls() -> type:
-        return AttentionBuilder
-
-    @staticmethod
-    def get_impl_cls() -> type:
-        return AttentionImpl
-
-    @classmethod
-    def is_mla(cls) -> bool:
-        return False
+    NAME, BUILDER, IMPL = "TRITON_ATTN", AttentionBuilder, AttentionImpl
 
 
 def copy_to_persistent(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
@@ -212,10 +198,4 @@ class FlexBuilder(AttentionBuilder):
 class StandinFlexBackend(StandinAttentionBackend):
     """The stand-in's ``FLEX_ATTENTION``."""
 
-    @staticmethod
-    def get_name() -> str:
-        return "FLEX_ATTENTION"
-
-    @staticmethod
-    def get_builder_cls() -> type:
-        return FlexBuilder
+    NAME, BUILDER = "FLEX_ATTENTION", FlexBuilder

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from . import AttentionCGSupport
+from . import AttentionCGSupport, StandinBackend
 
 __all__ = ["StandinMLABackend", "MLAMetadata", "DecodeMetadata"]
 
@@ -126,21 +126,7 @@ class MLAImpl:
         return out.to(q.dtype), lse.nan_to_num(0.0, neginf=0.0).to(q.dtype)
 
 
-class StandinMLABackend:
+class StandinMLABackend(StandinBackend):
     """The stand-in's ``TRITON_MLA``."""
 
-    @staticmethod
-    def get_name() -> str:
-        return "TRITON_MLA"
-
-    @staticmethod
-    def get_builder_cls() -> type:
-        return MLABuilder
-
-    @staticmethod
-    def get_impl_cls() -> type:
-        return MLAImpl
-
-    @classmethod
-    def is_mla(cls) -> bool:
-        return True
+    NAME, BUILDER, IMPL, MLA = "TRITON_MLA", MLABuilder, MLAImpl, True
