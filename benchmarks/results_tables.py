@@ -313,8 +313,25 @@ def _scaling(d: dict[str, Any]) -> list[Table]:
     rows = []
     for r in d["rows"]:
         busy = ", ".join(_num(w["busy_s"]) for w in (r.get("per_worker") or {}).values())
-        rows.append([str(r["workers"]), _num(r["seconds"], 4), f"{_num(r['speedup'])}x", busy, r["summary"]])
-    out = [Table("Workers", ["workers", "wall s", "speed-up", "busy s per worker", "pytest's summary"], rows, lines)]
+        over = _num(r["over_busiest_s"]) if "over_busiest_s" in r else "-"
+        rows.append([str(r["workers"]), _num(r["seconds"], 4), f"{_num(r['speedup'])}x", busy, over, r["summary"]])
+    head = ["workers", "wall s", "speed-up", "busy s per worker", "wall less busiest s", "pytest's summary"]
+    out = [Table("Workers", head, rows, lines)]
+    names = ("controller_s", "workers_s", "first_item_s", "items_s", "end_s")
+    split = [[str(r["workers"])] + [_num(r["phases"].get(n)) for n in names] for r in d["rows"] if r.get("phases")]
+    if split:
+        out.append(
+            Table(
+                "Where the wall time goes",
+                ["workers", "controller start s", "workers start s", "to first item s", "items s", "end s"],
+                split,
+                [
+                    "From a timeline of each run: pytest's own process until its configure hook; then until the "
+                    "last worker's configure; then collection and the wait for the first sandbox until the first "
+                    "item starts; the items; the workers' and the controller's shutdown."
+                ],
+            )
+        )
     st = d.get("startup") or {}
     if st:
         srows = [[method, _num(v.get("first_s")), _num(v.get("median_s"))] for method, v in st.items()]

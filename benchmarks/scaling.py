@@ -2,7 +2,11 @@
 
 For each K, pytest runs in a fresh process from a directory with no tests (so only graphsafe's
 items are collected), with a junit XML report from which come each target's duration and worker and
-each worker's sandbox start-ups (the plugin records them in the items' properties).  The runs share
+each worker's sandbox start-ups (the plugin records them in the items' properties), and with
+``timeline_plugin`` (this folder), whose timeline splits the wall time into phases
+(:func:`suite_timeline.phases`: the controller's start, the workers' start, collection and the wait for
+the first sandbox, the items, the end).  ``over_busiest_s`` is the wall time less the busiest worker's
+busy time: what more workers cannot divide.  The runs share
 that directory's pytest cache, so a run after the first orders its items by the durations the
 earlier ones recorded, as a repeated run does (``--no-history``: no cache, the order by kind).
 Hypothesis runs under graphsafe's ``ci`` profile (derandomised: every K does the same work; the
@@ -25,6 +29,7 @@ GPU, ``-n 2`` no slower than ``-n 1``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -37,6 +42,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import _util
+import suite_timeline
 
 
 def run(
@@ -68,12 +74,25 @@ def run(
     for t in targets:
         cmd += ["--graphsafe", t]
     cmd += list(extra)
-    env = dict(os.environ, PYTHONPATH=str(_util.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    timeline = os.path.join(root, f"timeline-{workers}.txt")
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(timeline)
+    cmd += ["-p", "timeline_plugin"]
+    path = os.pathsep.join(
+        [str(_util.ROOT), os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH", "")]
+    )
+    env = dict(os.environ, PYTHONPATH=path, GRAPHSAFE_TIMELINE=timeline)
     load = os.getloadavg()[0]  # other work on the machine stretches every wall time here
+    env["GRAPHSAFE_TIMELINE_T0"] = repr(time.time())
     t = time.perf_counter()
     p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
     items = parse_junit(junit) if os.path.exists(junit) else {}
+    workers_busy = per_worker(items)
+    try:
+        split = suite_timeline.phases(open(timeline).read().splitlines())
+    except (OSError, ValueError) as e:  # a run that ended before its first item
+        split = {"error": f"{type(e).__name__}: {e}"}
     lines = [l for l in (p.stdout + p.stderr).splitlines() if re.search(r"\d+ (passed|failed|error)", l)]
     summary = lines[-1].strip("= ") if lines else (p.stdout + p.stderr).strip().splitlines()[-1:]
     counts = dict((k, int(v)) for v, k in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", str(summary)))
@@ -84,8 +103,10 @@ def run(
         "counts": counts,
         "rc": p.returncode,
         "load_before_after": [round(load, 2), round(os.getloadavg()[0], 2)],
+        "phases": split,
+        "over_busiest_s": round(wall - max((w["busy_s"] for w in workers_busy.values()), default=0.0), 2),
         "targets": items,
-        "per_worker": per_worker(items),
+        "per_worker": workers_busy,
     }
 
 
@@ -196,9 +217,20 @@ def main() -> None:
 
 def print_tables(data: dict) -> None:
     rows = data["rows"]
-    print("\n| workers | wall s | speed-up | speed-up / workers | outcome |\n|---|---|---|---|---|")
+    print(
+        "\n| workers | wall s | speed-up | speed-up / workers | wall less busiest worker s | outcome |"
+        "\n|---|---|---|---|---|---|"
+    )
     for r in rows:
-        print(f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {r['efficiency']} | {r['summary']} |")
+        print(
+            f"| {r['workers']} | {r['seconds']} | {r['speedup']}x | {r['efficiency']} | {r.get('over_busiest_s', '-')} "
+            f"| {r['summary']} |"
+        )
+    names = ("controller_s", "workers_s", "first_item_s", "items_s", "end_s", "items_sum_s")
+    print("\n| workers | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
+    for r in rows:
+        split = r.get("phases") or {}
+        print(f"| {r['workers']} | " + " | ".join(str(split.get(n, "-")) for n in names) + " |")
     print(
         "\n| workers | worker | items | busy s | slowest start-up s (the fork server's) | other start-ups, median s "
         "| how |\n|---|---|---|---|---|---|---|"

@@ -30,6 +30,7 @@ are resolved with every other front end's in :mod:`graphsafe.frontend.options`.
 
 from __future__ import annotations
 
+import os
 import sys
 from types import ModuleType
 from typing import Any
@@ -129,10 +130,38 @@ def _active(config: pytest.Config) -> bool:
     return config.stash.get(_ASKED, False)
 
 
+def _early(config: pytest.Config, name: str) -> Any:
+    """An option as given at start-up (command line, then ini), before it is resolved: None if not given."""
+    value = getattr(config.known_args_namespace, f"graphsafe_{name}", None)
+    if value is None:
+        try:
+            value = config.getini(f"graphsafe_{name}")
+        except (ValueError, KeyError):
+            return None
+    return value if value not in ("", []) else None
+
+
+def _start_server_early(config: pytest.Config) -> None:
+    """Start the sandboxes' fork server before this process imports torch, where items will run here in
+    sandboxes: pytest's own process without xdist, or an xdist worker (not the controller, which runs
+    no item).  A guess from the options as given: ``items.configure`` resolves them, and the server
+    checks its guess then (:func:`graphsafe.frontend.sandbox.server.start_early`)."""
+    ns = config.known_args_namespace
+    worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+    controller = not worker and getattr(ns, "numprocesses", None) not in (None, 0)
+    isolate = _early(config, "isolate") or "target"
+    if controller or getattr(ns, "collectonly", False) or isolate != "target" or not _early(config, "targets"):
+        return
+    from .sandbox import server  # no torch: the server imports it, while this process imports its own
+
+    server.start_early(str(_early(config, "engine") or defaults.ENGINE))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     # Before conftest files import kernel modules: the engine decides whether Triton runs interpreted.
     if asked(early_config, early=True):
+        _start_server_early(early_config)
         _items().prepare_early(early_config)
 
 

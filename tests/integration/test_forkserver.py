@@ -178,3 +178,72 @@ def test_cuda_children_fork_from_a_server_without_cuda():
     for box in (safe, broken):
         assert {s["method"] for s in box["startups"]} == {"forkserver"}, box["startups"]
         assert box["inherited"]["cuda_initialized"] is False and box["inherited"]["interpret"] is False
+
+
+EARLY_SCRIPT = """
+import json, sys
+from multiprocessing import forkserver
+from graphsafe.frontend.sandbox import server
+server.start_early({guess!r})
+started = {{"torch_imported": "torch" in sys.modules, "pid": forkserver._forkserver._forkserver_pid}}
+from graphsafe.frontend.sandbox import Sandbox
+box = Sandbox("tests.targets.synthetic:Safe", engine="emulate")
+box.start(wait=True, timeout=120)
+print(json.dumps({{**started, "method": box.startups[-1]["method"], "server_pid": box.inherited["pid"],
+                  "interpret": box.inherited["interpret"]}}))
+box.close()
+"""
+
+
+def _early(guess: str) -> dict:
+    env = {k: v for k, v in env_with_repo().items() if k != "TRITON_INTERPRET"}  # the guess goes by the engine alone
+    proc = subprocess.run(
+        [sys.executable, "-c", EARLY_SCRIPT.format(guess=guess)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_server_started_early_runs_before_torch_is_imported_and_serves_the_first_child():
+    out = _early("emulate")
+    assert out["torch_imported"] is False and out["pid"] is not None
+    assert out["method"] == "forkserver" and out["server_pid"] == out["pid"] and out["interpret"] is True
+
+
+def test_a_server_started_on_a_wrong_engine_guess_is_replaced_before_the_first_child():
+    out = _early("cuda")  # guessed CUDA; the child checks on the emulator
+    assert out["method"] == "forkserver" and out["interpret"] is True
+    assert out["server_pid"] != out["pid"]  # a new server, not the one started for CUDA
+
+
+def test_pytest_starts_the_server_before_it_imports_torch(tmp_path):
+    # a plugin loaded with -p (before graphsafe's first hook) says whether a server runs when torch is first imported
+    (tmp_path / "torch_probe.py").write_text(
+        "import sys\nfrom multiprocessing import forkserver\n"
+        "class Probe:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch':\n"
+        "            print('SERVER-AT-TORCH', forkserver._forkserver._forkserver_pid is not None, flush=True)\n"
+        "            sys.meta_path.remove(self)\n"
+        "        return None\n"
+        "assert 'torch' not in sys.modules\n"
+        "sys.meta_path.insert(0, Probe())\n"
+    )
+    env = env_with_repo()
+    env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "torch_probe", "-p", "no:randomly", "-p", "no:cacheprovider"]
+        + ["--graphsafe", SAFE, "--graphsafe-engine", "emulate", "--graphsafe-examples", "1", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SERVER-AT-TORCH True" in proc.stdout, proc.stdout

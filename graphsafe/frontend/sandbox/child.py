@@ -33,14 +33,10 @@ from ...errors import GraphsafeError, internal
 from ..devices import prepare_engine
 from ..inprocess import run_here
 from ..options import register_profiles
+from .server import PRELOAD, PRELOAD_ENV
 from .wire import result_to_text
 
 __all__ = ["child_main", "cuda_context_ok", "PRELOAD", "PRELOAD_ENV", "preload_of"]
-
-#: the module the fork server imports for its children (:mod:`.preload`)
-PRELOAD = __name__.rpartition(".")[0] + ".preload"
-#: the environment variable that names the further modules the fork server imports (comma-separated)
-PRELOAD_ENV = "GRAPHSAFE_PRELOAD"
 
 
 def preload_of(target: Any) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ import torch._dynamo  # noqa: E402,F401
 from ...engines.triton_env import interpreter_active, use_interpreter  # noqa: E402
 from ..options import register_profiles  # noqa: E402
 from . import child  # noqa: E402,F401  (the children's entry point)
+from .server import PRELOAD_ENV  # noqa: E402
 
 if interpreter_active():  # decided by the parent; here only Triton's autotuner is adapted to it
     use_interpreter(force=True)
@@ -35,7 +36,7 @@ register_profiles()
 
 #: the further modules the parent asked for (a target's library), and why any of them did not import
 PRELOADED: dict[str, str] = {}
-for _name in filter(None, os.environ.get(child.PRELOAD_ENV, "").split(",")):
+for _name in filter(None, os.environ.get(PRELOAD_ENV, "").split(",")):
     try:
         importlib.import_module(_name)
         PRELOADED[_name] = ""

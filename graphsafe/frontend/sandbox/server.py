@@ -15,6 +15,13 @@ torch's device queries off the CUDA driver, and nothing there initialises CUDA, 
 create its own context.  Its ``sys.path`` is this process's.  A child takes this process's
 environment as it is when the child starts, not the server's.
 
+Under pytest the server is started earlier still, before the process imports torch
+(:func:`start_early`, from the plugin's first hook): a pytest-xdist worker then imports torch and
+graphsafe's checker while its server imports the same, instead of one after the other.  That start
+guesses the engine without torch (a GPU device node present or not); when the targets are resolved,
+:func:`warm` checks the guess and the import-time environment, and a server started on a wrong guess,
+or without a preload a target needs, is stopped and started again.
+
 ``multiprocessing`` keeps one fork server per process.  It serves the engine and the import-time
 environment (:func:`server_key`) of the first sandbox; a sandbox that needs others (the emulator
 beside CUDA on a GPU machine, a changed ``CUDA_VISIBLE_DEVICES``) is spawned as before.  Every child
@@ -28,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import signal
 import sys
 import threading
 import types
@@ -35,10 +43,23 @@ from collections.abc import Iterator
 from multiprocessing import forkserver
 from typing import Any
 
-from ..devices import interpreter_for
-from .child import PRELOAD, PRELOAD_ENV
+__all__ = [
+    "context_for",
+    "no_main_module",
+    "warm",
+    "start_early",
+    "server_key",
+    "mismatch",
+    "stop_using",
+    "METHODS",
+    "PRELOAD",
+    "PRELOAD_ENV",
+]
 
-__all__ = ["context_for", "no_main_module", "warm", "server_key", "mismatch", "stop_using", "METHODS"]
+#: the module the fork server imports for its children (:mod:`.preload`)
+PRELOAD = __name__.rpartition(".")[0] + ".preload"
+#: the environment variable that names the further modules the fork server imports (comma-separated)
+PRELOAD_ENV = "GRAPHSAFE_PRELOAD"
 
 #: how a sandbox's children start: ``auto`` (from the fork server where it serves) or ``spawn``
 METHODS = ("auto", "spawn")
@@ -62,14 +83,20 @@ _IMPORT_TIME = (
 _SET_HERE = ("TRITON_INTERPRET", "PYTORCH_NVML_BASED_CUDA_CHECK", PRELOAD_ENV)
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"key": None, "not_used": ""}
+#: the running server's key and preload, whether it was started on a guess, and why it is not used ('' if it is)
+_state: dict[str, Any] = {"key": None, "preload": (), "guessed": False, "not_used": ""}
+
+
+def _env_key() -> tuple:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_IMPORT_TIME) and k not in _SET_HERE))
 
 
 def server_key(engine: str) -> tuple:
     """What a server must have been started with to serve a child on ``engine``: the interpreter
     or not, and the import-time environment variables as they are now."""
-    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_IMPORT_TIME) and k not in _SET_HERE))
-    return interpreter_for(engine), env
+    from ..devices import interpreter_for  # torch: not before start_early's server runs
+
+    return interpreter_for(engine), _env_key()
 
 
 def _available() -> bool:
@@ -85,6 +112,10 @@ def context_for(engine: str, method: str = "auto", preload: tuple[str, ...] = ()
         return mp.get_context("spawn"), "spawn"
     key = server_key(engine)
     with _lock:
+        if _state["guessed"] and not _state["not_used"]:
+            _state["guessed"] = False  # from here on, the key is checked as for any server
+            if _state["key"] != key or not set(preload) <= set(_state["preload"]):
+                _restart(key, preload)
         if _state["key"] is None and not _state["not_used"]:
             _start(key, preload)
         usable = _state["key"] == key and not _state["not_used"]
@@ -115,6 +146,39 @@ def warm(engine: str, preload: tuple[str, ...] = ()) -> None:
         context_for(engine, preload=preload)
 
 
+def start_early(engine: str) -> None:
+    """Start the server now, before this process imports torch, for ``engine`` as far as it can be told
+    without torch: ``emulate``, ``TRITON_INTERPRET`` on, or ``auto`` with no NVIDIA device node
+    (``/dev/nvidiactl``) mean the interpreter.  No preload (the targets are not resolved yet).  The first
+    :func:`context_for` or :func:`warm` checks the guess and restarts the server when it was wrong."""
+    if not _available():
+        return
+    interpret = (
+        engine == "emulate"
+        or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+        or (engine == "auto" and not os.path.exists("/dev/nvidiactl"))
+    )
+    with _lock:
+        if _state["key"] is None and not _state["not_used"]:
+            _start((interpret, _env_key()))
+            _state["guessed"] = True
+
+
+def _restart(key: tuple, preload: tuple[str, ...]) -> None:
+    """Stop the running server (killed: it may still be importing) and start one for ``key``; when
+    ``multiprocessing`` does not expose its server, children are spawned instead."""
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if server is None or pid is None or not hasattr(server, "_stop"):
+        _state["not_used"] = "the fork server started for the wrong engine could not be stopped"
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    server._stop()
+    _state["key"] = None
+    _start(key, preload)
+
+
 def _start(key: tuple, preload: tuple[str, ...] = ()) -> None:
     interpret = key[0]
     mp.get_context("forkserver").set_forkserver_preload([PRELOAD])
@@ -134,14 +198,14 @@ def _start(key: tuple, preload: tuple[str, ...] = ()) -> None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    _state["key"] = key
+    _state["key"], _state["preload"] = key, tuple(preload)
 
 
 def mismatch(inherited: dict | None, engine: str) -> str:
     """Why a child forked from the server cannot be used for ``engine`` ('' when it can)."""
     if not inherited:
         return "the fork server running in this process did not preload graphsafe (it was started elsewhere)"
-    if inherited.get("interpret") != interpreter_for(engine):
+    if inherited.get("interpret") != server_key(engine)[0]:
         return "the fork server was started for the other engine (Triton interpreter on or off)"
     if inherited.get("cuda_initialized"):
         return "the fork server initialised CUDA, which its children cannot use"
