@@ -18,8 +18,12 @@ then a warm-up run (one example per target, the most workers, its own directory)
 counted: Triton's kernel cache and the file cache are then as warm for the first measured run as
 for the last.
 
+With ``--cli`` the same K are ``graphsafe check TARGETS --jobs K`` instead: one process, one fork server,
+K checks at once (each thread of the command keeps one GPU); each target's seconds and GPU come from its
+progress line, and a GPU's busy time is the sum of its targets' seconds.
+
     python benchmarks/scaling.py [--workers 1 2] [--examples 10] [--engine auto] [--startups 3]
-                                 [--warmup-examples 1] [--profile ci] [--no-history]
+                                 [--warmup-examples 1] [--profile ci] [--no-history] [--cli]
 
 Writes benchmarks/results/<name>-<cpu|gpu>.json (``--name``, default scaling) after every row and
 prints the tables.  The goal: with k GPUs, ``-n k`` at least 0.85 k times as fast as ``-n 1``; on one
@@ -110,6 +114,35 @@ def run(
     }
 
 
+def run_cli(jobs: int, examples: int, engine: str, targets: list[str], profile: str, root: str) -> dict:
+    """One ``graphsafe check TARGETS --jobs jobs`` run in ``root``."""
+    cmd = [sys.executable, "-m", "graphsafe", "check", *targets, "--engine", engine, "--examples", str(examples)]
+    cmd += ["--profile", profile, "--isolate", "--jobs", str(jobs)]
+    env = dict(os.environ, PYTHONPATH=str(_util.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    load = os.getloadavg()[0]
+    t = time.perf_counter()
+    p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    items = {}
+    pattern = r"^\[\d+/\d+\] (\S+)(?: \(GPU (\d+)\))?(?::| \.\.\.) ([^()]*?) \((\d+\.\d)s\)$"
+    for m in re.finditer(pattern, p.stderr, re.M):
+        slot = f"gpu{m.group(2)}" if m.group(2) is not None else "main"
+        items[m.group(1)] = {"seconds": float(m.group(4)), "worker": slot, "outcome": m.group(3), "startups": []}
+    busy = per_worker(items)
+    return {
+        "workers": jobs,
+        "seconds": round(wall, 2),
+        "summary": f"exit {p.returncode}, {len(items)} targets",
+        "counts": {},
+        "rc": p.returncode,
+        "load_before_after": [round(load, 2), round(os.getloadavg()[0], 2)],
+        "over_busiest_s": round(wall - max((w["busy_s"] for w in busy.values()), default=0.0), 2),
+        "targets": items,
+        "per_worker": busy,
+        "stderr_tail": p.stderr[-600:] if p.returncode not in (0, 1) else "",
+    }
+
+
 def parse_junit(path: str) -> dict:
     """target -> {seconds, worker, outcome, startups} from the plugin's junit XML properties."""
     out = {}
@@ -181,6 +214,7 @@ def main() -> None:
     ap.add_argument("--pytest-args", default="", help="more pytest arguments, e.g. '--graphsafe-isolate none'")
     ap.add_argument("--name", default="scaling", help="results file name (default scaling)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--cli", action="store_true", help="measure 'graphsafe check --jobs K' instead of pytest -n K")
     ap.add_argument("--tables", metavar="JSON", help="only print the tables of an earlier results file")
     a = ap.parse_args()
     if a.tables:
@@ -193,18 +227,22 @@ def main() -> None:
         "history": not a.no_history,
         "targets": a.targets,
         "pytest_args": a.pytest_args,
+        "front": "cli" if a.cli else "pytest",
         "startup": startups(a.engine, a.startups) if a.startups else {},
         "rows": [],
     }
     print("start-up:", data["startup"], flush=True)
-    if a.warmup_examples:
+    if a.warmup_examples and not a.cli:
         with tempfile.TemporaryDirectory() as d:
             warmup = run(max(a.workers), a.warmup_examples, a.engine, a.targets, extra, d, history=False)
         data["warmup"] = {k: v for k, v in warmup.items() if k not in ("targets", "per_worker")}
         print("warm-up:", data["warmup"], flush=True)
     root = tempfile.mkdtemp(prefix="graphsafe-scaling-")
     for k in a.workers:
-        data["rows"].append(run(k, a.examples, a.engine, a.targets, extra, root, history=not a.no_history))
+        if a.cli:
+            data["rows"].append(run_cli(k, a.examples, a.engine, a.targets, a.profile, root))
+        else:
+            data["rows"].append(run(k, a.examples, a.engine, a.targets, extra, root, history=not a.no_history))
         print({k: v for k, v in data["rows"][-1].items() if k not in ("targets", "per_worker")}, flush=True)
         base = next((r for r in data["rows"] if r["workers"] == 1), data["rows"][0])
         for r in data["rows"]:

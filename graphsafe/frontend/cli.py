@@ -4,7 +4,8 @@
 
     graphsafe check TARGET... [--engine E] [--examples N] [--steps N] [--probes P1,P2]
                               [--capture-sizes 1,2,4] [--report-dir DIR] [--seed S] [--profile P]
-                              [--isolate | --no-isolate] [--timeout SECONDS] [--expected] [--debug]
+                              [--isolate | --no-isolate] [--timeout SECONDS] [--jobs K] [--expected]
+                              [--debug]
     graphsafe audit TARGET... [--engine E] [--examples N] [--capture worst,minimal] [--report-dir DIR]
     graphsafe list
     graphsafe repro PATH [--engine E] [--timeout SECONDS]
@@ -65,6 +66,7 @@ from ..vllm import requirement as vllm_requirement
 from . import console
 from . import options as o
 from .devices import engine_problem, prepare_engine
+from .jobs import parse_jobs, run_parallel
 from .options import RunOptions
 from .parser import build_parser
 from .runner import audit, run
@@ -197,56 +199,85 @@ def _run_all(
     targets: list[str], classes: dict[str, type], check: CheckOptions, run_opts: RunOptions, args: argparse.Namespace
 ) -> int:
     columns = list(check.probes or PROBES) + [console.OTHER]
-    rows: list[tuple[str, dict[str, str]]] = []
-    results: dict[str, CheckResult] = {}
-    status = EXIT_OK
+    engine = o.engine_name(check)
+    jobs = parse_jobs(args.jobs, engine, run_opts.isolate)
     latch = _InterruptLatch()
     if run_opts.isolate == "target":  # the fork server imports every target's library once (vLLM: seconds)
-        warm(o.engine_name(check), preload=tuple(m for c in classes.values() for m in preload_of(c)))
+        warm(engine, preload=tuple(m for c in classes.values() for m in preload_of(c)))
+
+    def one(i: int, device: int | None) -> tuple[tuple[str, dict[str, str]], CheckResult | None, int]:
+        return _check_one(targets, i, classes, check, run_opts, columns, args.debug, device, parallel=jobs > 1)
+
     try:
-        for i, name in enumerate(targets, 1):
-            latch.check()
-            if run_opts.isolate == "target" and i < len(targets):  # the next target's process starts now
-                get_sandbox(classes[targets[i]], engine=o.engine_name(check)).start(wait=False)
-            print(f"[{i}/{len(targets)}] {console.header(name, classes[name], check)}", file=sys.stderr, flush=True)
-            print(f"[{i}/{len(targets)}] {name} ... ", end="", file=sys.stderr, flush=True)
-            t0 = time.perf_counter()
-            try:
-                with console.ProgressBar(name) as bar:
-                    result = run(classes[name], check, run_opts, label=name, progress=bar.update)
-            except Exception as e:  # noqa: BLE001 - one target's error never ends the run
-                if _interrupted(e):
-                    raise
-                e = e if isinstance(e, GraphsafeError) else internal(e)  # graphsafe's own bug: exit 4
-                status = max(status, exit_code(e))
-                rows.append((name, console.failed_cells(e, columns)))
-                mark = rows[-1][1][console.OTHER]
-                print(f"{mark.lower()} ({time.perf_counter() - t0:.1f}s)", file=sys.stderr, flush=True)
-                text = o.one_line(e)
-                text = text if text.startswith(f"{name}: ") else f"{name}: {text}"
-                lead = "graphsafe: " if isinstance(e, TargetFailure) else "graphsafe: error: "
-                print(f"{lead}{text}; the run goes on", file=sys.stderr, flush=True)
-                if args.debug or exit_code(e) == EXIT_INTERNAL:
-                    print(
-                        getattr(e, "traceback", "") or "".join(traceback.format_exception(type(e), e, e.__traceback__)),
-                        file=sys.stderr,
-                    )
-                continue
-            kinds = ", ".join(sorted(result.kinds)) or "ok"
-            print(f"{kinds} ({result.seconds:.1f}s)", file=sys.stderr, flush=True)
-            rows.append((name, console.cells(result, columns)))
-            results[name] = result
-            status = max(status, exit_code(result))
+        if jobs > 1:
+            outcomes = run_parallel(len(targets), one, jobs, engine, latch.check)
+        else:
+            outcomes = []
+            for i in range(len(targets)):
+                latch.check()
+                if run_opts.isolate == "target" and i + 1 < len(targets):  # the next target's process starts now
+                    get_sandbox(classes[targets[i + 1]], engine=engine).start(wait=False)
+                outcomes.append(one(i, None))
         latch.check()
     finally:
         latch.close()
         if run_opts.isolate == "target":
             close_all()
+    rows = [row for row, _, _ in outcomes]
+    results = {name: result for (name, _), result, _ in outcomes if result is not None}
     print(console.table(rows, columns))
     console.print_findings(results.values())
     if args.expected:
         return _expected_status(targets, classes, results)
-    return status
+    return max((status for _, _, status in outcomes), default=EXIT_OK)
+
+
+def _check_one(
+    targets: list[str],
+    i: int,
+    classes: dict[str, type],
+    check: CheckOptions,
+    run_opts: RunOptions,
+    columns: list[str],
+    debug: bool,
+    device: int | None,
+    parallel: bool,
+) -> tuple[tuple[str, dict[str, str]], CheckResult | None, int]:
+    """Check ``targets[i]``: its table row, its result (None when it could not be checked) and its exit status.
+    Progress goes to stderr: a header and a progress bar, or (``parallel``) one line when the check ends."""
+    name, n = targets[i], len(targets)
+    tag = f"[{i + 1}/{n}] {name}" + (f" (GPU {device})" if parallel and device is not None else "")
+    if not parallel:
+        print(f"[{i + 1}/{n}] {console.header(name, classes[name], check)}", file=sys.stderr, flush=True)
+        print(f"{tag} ... ", end="", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    try:
+        if parallel:
+            result = run(classes[name], check, run_opts, label=name, device=device)
+        else:
+            with console.ProgressBar(name) as bar:
+                result = run(classes[name], check, run_opts, label=name, progress=bar.update)
+    except Exception as e:  # noqa: BLE001 - one target's error never ends the run
+        if _interrupted(e):
+            raise
+        e = e if isinstance(e, GraphsafeError) else internal(e)  # graphsafe's own bug: exit 4
+        row = (name, console.failed_cells(e, columns))
+        mark = row[1][console.OTHER]
+        text = o.one_line(e)
+        text = text if text.startswith(f"{name}: ") else f"{name}: {text}"
+        lead = "graphsafe: " if isinstance(e, TargetFailure) else "graphsafe: error: "
+        done = f"{mark.lower()} ({time.perf_counter() - t0:.1f}s)"
+        lines = [f"{tag}: {done}" if parallel else done, f"{lead}{text}; the run goes on"]
+        if debug or exit_code(e) == EXIT_INTERNAL:
+            lines.append(
+                getattr(e, "traceback", "") or "".join(traceback.format_exception(type(e), e, e.__traceback__))
+            )
+        print("\n".join(lines), file=sys.stderr, flush=True)
+        return row, None, exit_code(e)
+    kinds = ", ".join(sorted(result.kinds)) or "ok"
+    done = f"{kinds} ({result.seconds:.1f}s)"
+    print(f"{tag}: {done}" if parallel else done, file=sys.stderr, flush=True)
+    return (name, console.cells(result, columns)), result, exit_code(result)
 
 
 def _expected_status(targets: list[str], classes: dict[str, type], results: dict[str, CheckResult]) -> int:

@@ -82,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds a target's check may take before it is stopped (default {defaults.TIMEOUT_S:g})",
     )
     c.add_argument(
+        "--jobs",
+        default=None,
+        metavar="K",
+        help="check K targets at once, each in its own process (default 1); auto: one per GPU on CUDA, "
+        "else half the CPU cores. Checks on CUDA take the visible GPUs in turn",
+    )
+    c.add_argument(
         "--expected",
         action="store_true",
         help="compare each target's findings with its 'expected' attribute (the reference kernels): "

@@ -41,23 +41,27 @@ def run(
     *,
     label: str = "",
     progress: Callable[[Progress], None] | None = None,
+    device: int | None = None,
 ) -> CheckResult:
     """One check of ``target``: the :class:`CheckResult`, or a :class:`~graphsafe.errors.GraphsafeError`
     (usage and contract errors, a target that crashed, hung or broke its CUDA context).  ``progress``
-    is called after every example, from this process, isolated or not."""
+    is called after every example, from this process, isolated or not.  ``device``: the GPU an
+    isolated check runs on (default: this xdist worker's, see :func:`~graphsafe.frontend.devices.worker_device`)."""
     label = label or display_name(target)
     try:
-        return _run(target, check, options, label, progress)
+        return _run(target, check, options, label, progress, device)
     except ContractError as e:  # found while running: say which target
         if e.message.startswith(label):
             raise
         raise type(e)(f"{label}: {e.message}") from None
 
 
-def _run(target: Any, check: CheckOptions, options: RunOptions, label: str, progress) -> CheckResult:
+def _run(
+    target: Any, check: CheckOptions, options: RunOptions, label: str, progress, device: int | None
+) -> CheckResult:
     engine = check.engine.name if isinstance(check.engine, Engine) else check.engine
     if options.isolate == "target" and not isinstance(check.engine, Engine):
-        box = get_sandbox(target, engine=engine, device=worker_device(engine))
+        box = get_sandbox(target, engine=engine, device=device if device is not None else worker_device(engine))
         return box.check(check, options, label, progress=progress)
     cuda = uses_cuda(engine)
     if cuda and _broken_by:

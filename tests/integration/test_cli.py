@@ -224,3 +224,32 @@ def test_a_ctrl_c_swallowed_inside_a_check_still_stops_the_run_before_the_next_t
     assert ran == ["Safe"]  # Fresh never started
     assert "graphsafe: interrupted" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGINT) is before  # the handler is put back
+
+
+def test_jobs_check_several_targets_at_once_with_the_same_table_as_one_at_a_time(capsys):
+    argv = [
+        "check",
+        "tests.targets.synthetic:Safe",
+        "tests.targets.synthetic:FreshLens",
+        "tests.targets.synthetic:NewMetadata",
+    ]
+    argv += [
+        "--engine",
+        "emulate",
+        "--examples",
+        "5",
+        "--steps",
+        "2",
+        "--capture-sizes",
+        "2",
+        "--isolate",
+        "--seed",
+        "1",
+    ]
+    assert main(argv) == 1
+    one_at_a_time, _ = capsys.readouterr()
+    assert main([*argv, "--jobs", "3"]) == 1
+    at_once, err = capsys.readouterr()
+    assert table_rows(at_once) == table_rows(one_at_a_time)
+    assert table_rows(at_once)["tests.targets.synthetic:FreshLens"][1] == "stale-pointer"
+    assert re.search(r"^\[2/3\] tests\.targets\.synthetic:FreshLens: stale-pointer \(\d+\.\ds\)$", err, re.M), err
