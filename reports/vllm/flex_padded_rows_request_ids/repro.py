@@ -17,7 +17,12 @@ tokens, and with that request index ``physical_to_logical``, ``seq_lens`` and ``
   torch reference.
 
 In vLLM's own runner the dummy runs always come first, so this is a hazard for a caller that drives the builder
-itself (a test harness, graphsafe's adapter before it did the same), not a fault of vLLM's serving path.
+itself (a test harness), not a fault of vLLM's serving path.
+
+* ``capture1`` / ``capture2``: after the ``warm`` build, a graph of 8 token rows captured on a batch with one (two)
+  live decodes, replayed for two decodes of other requests.  The compiled flex kernel depends on how many tokens
+  were live at capture: captured on one, the second request's row comes out wrong; captured on two, the replay
+  equals eager.  vLLM's runner captures on dummy batches whose rows are all live, so its graphs are not exposed.
 """
 
 from __future__ import annotations
