@@ -5,14 +5,15 @@
 #       200 examples, 3 seeds, explored captures, isolated; ARGS go to benchmarks/vllm_campaign.py),
 #       tests RELEASE (the vLLM tests of the test suite, on this GPU).
 # RELEASE: 0.26 or 0.33.  vLLM comes from the environment when it imports there; else from a bundle of its
-# Python tree, $VL/site026.tgz or $VL/site033.tgz (VL defaults to .vl), unpacked onto PYTHONPATH, with vLLM's
-# model-info cache $VL/cache026 or $VL/cache033 as VLLM_CACHE_ROOT (so that ModelConfig need not import
-# model code that calls vLLM's compiled ops).  Each step's log and wall time go to OUTDIR, result JSONs too.
+# Python tree, $VL/site026.tgz or $VL/site033.tgz (VL defaults to .vl), unpacked onto PYTHONPATH, with a copy of
+# vLLM's model-info cache $VL/cache026 or $VL/cache033 as VLLM_CACHE_ROOT (so that ModelConfig need not import
+# model code that calls vLLM's compiled ops).  GRAPHSAFE_DB (default /tmp/graphsafe-db) is kept when set.
+# Each step's log and wall time go to OUTDIR, result JSONs too.
 set -u
 part=${1:?usage: bash benchmarks/vllm_gpu.sh smoke|campaign|tests RELEASE OUTDIR [ARGS...]}
 rel=${2:?RELEASE: 0.26 or 0.33}; out=${3:-/tmp/vllm-gpu}; shift 3 || shift $#
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 GRAPHSAFE_DB=/tmp/graphsafe-db
+export PYTHONUNBUFFERED=1 GRAPHSAFE_DB=${GRAPHSAFE_DB:-/tmp/graphsafe-db}
 py=${PYTHON:-python3}
 tag=0${rel#0.}; tag=${tag%%.*}  # 0.26 -> 026
 VL=${VL:-.vl}
@@ -20,8 +21,9 @@ if ! $py -c "import vllm" 2>/dev/null; then
   [[ -f $VL/site$tag.tgz ]] || { echo "vllm does not import and $VL/site$tag.tgz is missing"; exit 2; }
   site=/tmp/vllm-site$tag
   [[ -d $site/vllm ]] || { mkdir -p "$site" && tar -xzf "$VL/site$tag.tgz" -C "$site"; }
-  rm -rf "/tmp/vllm-cache$tag" && cp -r "$VL/cache$tag" "/tmp/vllm-cache$tag"
-  export PYTHONPATH=$site:${PYTHONPATH:-} VLLM_CACHE_ROOT=/tmp/vllm-cache$tag
+  cache=/tmp/vllm-cache$tag.$$  # a copy per process: campaigns of one release may run side by side
+  rm -rf "$cache" && cp -r "$VL/cache$tag" "$cache"
+  export PYTHONPATH=$site:${PYTHONPATH:-} VLLM_CACHE_ROOT=$cache
 fi
 step() {  # step NAME SECONDS CMD...: run CMD with a time limit, log and wall time in OUTDIR/NAME.log
   local name=$1 limit=$2; shift 2

@@ -51,6 +51,7 @@ _TARGETS: dict[str, tuple[str, str]] = {
     "vllm:FLEX_ATTENTION": ("targets", "FlexAttention"),
     "vllm:TRITON_ATTN:stale_pad_slots": ("variants", "TritonAttentionStalePadSlots"),
     "vllm:TRITON_ATTN:decode_shortcut": ("variants", "TritonAttentionDecodeShortcut"),
+    "vllm:TRITON_ATTN:fresh_seq_lens": ("variants", "TritonAttentionFreshSeqLens"),
     "vllm:TRITON_MLA:fresh_decode_metadata": ("variants", "TritonMLAFreshDecodeMetadata"),
     "vllm:TRITON_MLA:lazy_row_plan": ("variants", "TritonMLALazyRowPlan"),
     "vllm:FLEX_ATTENTION:fresh_block_mask": ("variants", "FlexAttentionFreshBlockMask"),

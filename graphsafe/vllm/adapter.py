@@ -189,6 +189,7 @@ class VllmTarget(Target):
         self.make_tensors(spec)
         self.metadata: Any = None
         self.rows = 0
+        self.runner_warmup()
 
     def make_layer(self) -> torch.nn.Module:
         """What vLLM's attention layer gives the impl and the builder: the quantisation scales (1)."""
@@ -221,7 +222,7 @@ class VllmTarget(Target):
         self._prepare(batch, capture=True)
 
     def _prepare(self, batch: Batch, capture: bool) -> None:
-        size, n, tokens = batch.num_slots, batch.num_reqs, batch.num_tokens
+        size, tokens = batch.num_slots, batch.num_tokens
         rows = self.rows_for(size)
         if tokens > rows:
             raise ContractError(
@@ -232,9 +233,6 @@ class VllmTarget(Target):
             t[:tokens].copy_(seeded((tokens, *t.shape[1:]), seed=derive_seed(batch.seed, name), device=self.device))
             t[tokens:].zero_()
         bs = self.spec.block_size
-        cu = list(batch.cu_query_lens)
-        self.query_start_loc_cpu.copy_(torch.tensor(cu + [tokens] * (self.spec.max_reqs + 1 - len(cu))))
-        self.seq_lens_cpu.copy_(torch.tensor(list(batch.seq_lens) + [0] * (self.spec.max_reqs - n)))
         table = torch.zeros_like(self.block_table, device="cpu")
         slots = torch.full((self.max_rows,), -1, dtype=torch.int64)
         row = 0
@@ -243,18 +241,40 @@ class VllmTarget(Target):
             table[i, : len(live)] = torch.tensor(live, dtype=torch.int32)
             slots[row : row + q] = torch.tensor([live[p // bs] * bs + p % bs for p in range(s - q, s)])
             row += q
-        self.query_start_loc.copy_(self.query_start_loc_cpu)
-        self.seq_lens.copy_(self.seq_lens_cpu)
-        self.block_table.copy_(table)
-        self.slot_mapping.copy_(slots)
-        common = self.common_metadata(batch, size, rows, capture)
+        self._load(list(batch.cu_query_lens), list(batch.seq_lens), table, slots)
+        max_seq = self.spec.max_seq_len if capture else batch.max_seq_len
+        common = self.common_metadata(size, rows, batch.max_query_len, max_seq)
         if capture:  # as the runner captures: the builder's capture path, the model's longest sequence
             self.metadata = self.builder.build_for_cudagraph_capture(common)
         else:
             self.metadata = self.builder.build(0, common)
         self.rows = rows
 
-    def common_metadata(self, batch: Batch, size: int, rows: int, capture: bool) -> Any:
+    def _load(self, cu: list[int], seq_lens: list[int], table: torch.Tensor, slots: torch.Tensor) -> None:
+        """Write one step into the persistent buffers: request slots past ``seq_lens`` are padding (query
+        length 0, sequence length 0)."""
+        n = len(seq_lens)
+        self.query_start_loc_cpu.copy_(torch.tensor(cu + [cu[-1]] * (self.spec.max_reqs + 1 - len(cu))))
+        self.seq_lens_cpu.copy_(torch.tensor(seq_lens + [0] * (self.spec.max_reqs - n)))
+        self.query_start_loc.copy_(self.query_start_loc_cpu)
+        self.seq_lens.copy_(self.seq_lens_cpu)
+        self.block_table.copy_(table)
+        self.slot_mapping.copy_(slots)
+
+    def runner_warmup(self) -> None:
+        """What vLLM's model runner does before it serves a batch: its dummy runs (the profile run, then one
+        per graph size, largest first) build metadata for batches whose every token row is live, on the null
+        block 0, writing nothing into the cache.  One such build over all ``max_rows`` rows: a builder's
+        persistent buffers then hold valid values past any later batch's live rows, where a backend may read
+        them for padded rows (FLEX_ATTENTION's mask looks up each padded row's request in its persistent
+        request-id buffer, which it allocates uninitialised).  Called by :meth:`setup`."""
+        n, q = self.spec.max_reqs, self.query_rows
+        table = torch.zeros_like(self.block_table, device="cpu")
+        self._load([i * q for i in range(n + 1)], [q] * n, table, torch.full((self.max_rows,), -1, dtype=torch.int64))
+        self.builder.build(0, self.common_metadata(n, self.max_rows, q, q))
+        self.metadata, self.rows = None, 0
+
+    def common_metadata(self, size: int, rows: int, max_query_len: int, max_seq_len: int) -> Any:
         """vLLM's ``CommonAttentionMetadata`` for this step, over views of the persistent buffers."""
         qsl_cpu, seq_cpu = self.query_start_loc_cpu[: size + 1], self.seq_lens_cpu[:size]
         computed = seq_cpu - (qsl_cpu[1:] - qsl_cpu[:-1])
@@ -267,8 +287,8 @@ class VllmTarget(Target):
                 seq_lens=self.seq_lens[:size],
                 num_reqs=size,
                 num_actual_tokens=rows,
-                max_query_len=batch.max_query_len,
-                max_seq_len=self.spec.max_seq_len if capture else batch.max_seq_len,
+                max_query_len=max_query_len,
+                max_seq_len=max_seq_len,
                 block_table_tensor=self.block_table[:size],
                 slot_mapping=self.slot_mapping[:rows],
                 causal=True,

@@ -19,11 +19,13 @@ __all__ = [
     "LiveSlotsOnly",
     "NonCausalDecodes",
     "FreshDecodeTensors",
+    "FreshSeqLens",
     "RowPlanBuffer",
     "LazyRowPlan",
     "FreshBlockIndices",
     "TritonAttentionStalePadSlots",
     "TritonAttentionDecodeShortcut",
+    "TritonAttentionFreshSeqLens",
     "TritonMLAFreshDecodeMetadata",
     "TritonMLALazyRowPlan",
     "FlexAttentionFreshBlockMask",
@@ -93,6 +95,16 @@ class FreshDecodeTensors(_Builder):
         return decode
 
 
+class FreshSeqLens(_Builder):
+    """Builder mixin, buggy: the metadata's sequence lengths are a copy made every build instead of a view of the
+    runner's persistent buffer."""
+
+    def build(self, common_prefix_len: int, common_attn_metadata: Any, fast_build: bool = False) -> Any:
+        md = super().build(common_prefix_len, common_attn_metadata, fast_build)
+        md.seq_lens = md.seq_lens.clone()  # BUG: freed when the next build replaces this metadata
+        return md
+
+
 class RowPlanBuffer(_Builder):
     """MLA builder mixin (with :class:`LazyRowPlan`): a persistent per-row key-count plan in every metadata,
     marked not planned yet."""
@@ -155,6 +167,17 @@ class TritonAttentionDecodeShortcut(TritonAttention):
     name = "vllm:TRITON_ATTN:decode_shortcut"
     expected = "frozen-host-value"
     impl_mixins = (NonCausalDecodes,)
+
+
+class TritonAttentionFreshSeqLens(TritonAttention):
+    """Buggy TRITON_ATTN builder: the sequence lengths the kernel reads are a new tensor every build
+    (:class:`FreshSeqLens`); replays read the capture's, freed (metadata built fresh instead of copied into a
+    persistent buffer, the shape of vLLM #35175 and #36298 in the standard attention path).  Expected:
+    stale-pointer."""
+
+    name = "vllm:TRITON_ATTN:fresh_seq_lens"
+    expected = "stale-pointer"
+    builder_mixins = (FreshSeqLens,)
 
 
 class TritonMLAFreshDecodeMetadata(TritonMLA):

@@ -1,7 +1,7 @@
 """Standalone repro (torch and vLLM only): vLLM's TRITON_ATTN, a FULL CUDA graph captured on a batch of decodes
 (every query one token), replayed for a batch with prefill tokens; and the eager paths of one padded graph.
 
-    python3 repro.py [2] [1] [--cpu]    # the cases, in order (default: 1); the model config: tiny_llama/ beside it
+    python3 repro.py [2] [1] [3] [4] [5] [--cpu]    # the cases, in order (default: 1); the model config: tiny_llama/ beside it
 
 What vLLM's runner does in cudagraph_mode FULL (TRITON_ATTN's builder says ALWAYS: any batch may replay a
 FULL graph): the graph for 16 token rows is captured with a dummy batch, here four single-token requests
@@ -162,7 +162,7 @@ def forward(md):
     return out
 
 
-def case(name, capture_batch, step_batch):
+def case(name, capture_batch, step_batch, poison=False):
     kv0 = kv.clone()
     md = prepare(*capture_batch, seed=1, capture=True)
     forward(md)  # warm-up, as the runner's
@@ -174,6 +174,10 @@ def case(name, capture_batch, step_batch):
         with torch.cuda.graph(graph):
             forward(md)
     tokens = sum(step_batch[0])
+    if poison:  # the split-KV partials: NaN, so that a replay reading one it did not write shows
+        for t in (getattr(builder, f"softmax_segm_{n}", None) for n in ("output", "max", "expsum")):
+            if t is not None:
+                t.fill_(float("nan"))
     try:
         kv.copy_(kv0)
         eager = forward(prepare(*step_batch, seed=2))[:tokens].clone()  # the same step without a graph
@@ -188,6 +192,7 @@ def case(name, capture_batch, step_batch):
         diff = (replayed.float() - eager.float()).abs()
         print(
             f"{name}: max |replay - eager| = {diff.max().item():.4g}, {int((diff > 0.05).sum())} of {diff.numel()} > 0.05"
+            f", {int(diff.isnan().sum())} NaN"
         )
     except Exception as e:  # noqa: BLE001 - a device fault is the result too
         print(f"{name}: the replay failed: {type(e).__name__}: {str(e).splitlines()[0]}")
@@ -204,6 +209,22 @@ CASES = {
         "captured on 4 x 4 tokens (2D kernel), replayed for 4 decodes",
         ((4, 4, 4, 4), (128, 128, 128, 128)),
         ((1, 1, 1, 1), (38, 81, 128, 90)),
+    ),
+    "3": (
+        "captured on 1 decode in 4 slots (3D kernel, 3 padded requests), replayed for 1+1+4+3 tokens",
+        ((1,), (1,)),
+        ((1, 1, 4, 3), (31, 127, 128, 128)),
+    ),
+    "4": (
+        "captured on 4 decodes (3D kernel), replayed for 1+1+4+3 tokens (sequences up to the model's longest)",
+        ((1, 1, 1, 1), (40, 9, 70, 21)),
+        ((1, 1, 4, 3), (31, 127, 128, 128)),
+    ),
+    "5": (
+        "case 4 with the split-KV partial buffers NaN before the replay",
+        ((1, 1, 1, 1), (40, 9, 70, 21)),
+        ((1, 1, 4, 3), (31, 127, 128, 128)),
+        True,
     ),
 }
 for which in [a for a in sys.argv[1:] if a in CASES] or ["1"]:  # in the order given; a device fault ends the run

@@ -59,9 +59,24 @@ def test_a_step_fills_the_runners_buffers_as_vllms_runner_pads_a_graph():
     assert t.rows == 16 and t.metadata.num_actual_tokens == 16  # 4 slots x max_query_len rows
 
 
-def test_a_step_builds_with_its_own_longest_sequence_and_a_capture_with_the_models():
+def test_setup_builds_once_over_every_token_row_on_the_null_block_as_the_runners_dummy_runs_do():
     Recording.seen.clear()
     t = made(RecordingAttention)
+    [(how, warm)] = Recording.seen
+    assert how == "build" and warm.num_actual_tokens == t.max_rows == 16
+    assert warm.query_start_loc_cpu.tolist() == [0, 4, 8, 12, 16]  # every row live: no padded row
+    assert (warm.block_table_tensor == 0).all() and (warm.slot_mapping == -1).all()  # no cache write
+    assert t.metadata is None
+
+
+def test_a_builders_persistent_buffers_exist_before_the_first_step():
+    t = made(STANDIN["vllm:FLEX_ATTENTION"])
+    assert t.builder.persistent_kv_indices is not None  # the FLEX builder allocates them on its first build
+
+
+def test_a_step_builds_with_its_own_longest_sequence_and_a_capture_with_the_models():
+    t = made(RecordingAttention)
+    Recording.seen.clear()
     t.prepare(BATCH)
     t.prepare_capture(BATCH)
     (how1, step), (how2, capture) = Recording.seen[0], Recording.seen[1]  # (the capture path builds after)

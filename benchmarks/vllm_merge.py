@@ -1,0 +1,85 @@
+"""Merge vLLM campaign results: a later run's rows replace an earlier run's rows of the same target and release.
+
+    python3 benchmarks/vllm_merge.py BASE.json NEW.json [NEW.json ...] --out FILE
+
+A row of a NEW file (``benchmarks/vllm_campaign.py`` output) replaces BASE's row for the same target and vLLM
+release, unless every seed of it says ``not run``.  Every row keeps the machine it ran on (``gpu``, ``when``:
+rows that lack them get their file's).  ``machine`` becomes the newest file's, ``machines`` lists every machine
+the rows ran on, and ``summary`` (vLLM's backends clean in every seed, buggy variants exact in every seed) is
+recomputed from the rows.  Every other key of BASE (classifications, notes) is kept as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _placed(row: dict, machine: dict) -> dict:
+    row.setdefault("gpu", machine.get("gpu"))
+    row.setdefault("when", machine.get("when"))
+    return row
+
+
+def _ran(row: dict) -> bool:
+    return any(kinds != ["not run"] for kinds in row["found"])
+
+
+def summary(rows: list[dict]) -> dict:
+    """Which rows are clean (no expected kind) or exact (a buggy variant) in every seed, and which are not."""
+    out: dict[str, list[str]] = {
+        "stock_clean_every_seed": [],
+        "stock_with_findings": [],
+        "buggy_exact_every_seed": [],
+        "buggy_not_exact": [],
+    }
+    for r in rows:
+        label = f"{r['target']} {r['vllm']}"
+        good = all(set(k) == set(r["expected"]) for k in r["found"])
+        key = ("buggy_exact_every_seed" if good else "buggy_not_exact") if r["expected"] else None
+        key = key or ("stock_clean_every_seed" if good else "stock_with_findings")
+        out[key].append(label)
+    return out
+
+
+def merge(base: dict, news: list[dict]) -> dict:
+    rows = [_placed(dict(r), base.get(f"machine_{r['vllm'].rsplit('.', 1)[0]}", base["machine"])) for r in base["rows"]]
+    machine = base["machine"]
+    for new in news:
+        machine = new["machine"]
+        for r in new["rows"]:
+            if not _ran(r):
+                continue
+            r = _placed(dict(r), new["machine"])
+            same = [i for i, old in enumerate(rows) if (old["target"], old["vllm"]) == (r["target"], r["vllm"])]
+            if same:
+                rows[same[0]] = r
+            else:
+                rows.append(r)
+    gpus = sorted({r["gpu"] for r in rows if r.get("gpu")})
+    merged = {k: v for k, v in base.items() if not k.startswith("machine")}
+    merged.update(
+        machine=machine,
+        machines=gpus,
+        vllm=sorted({r["vllm"] for r in rows}),
+        rows=rows,
+        summary=summary(rows),
+    )
+    return {"machine": merged.pop("machine"), **merged}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("base")
+    ap.add_argument("new", nargs="+")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    merged = merge(json.loads(Path(a.base).read_text()), [json.loads(Path(p).read_text()) for p in a.new])
+    Path(a.out).write_text(json.dumps(merged, indent=1) + "\n")
+    for k, v in merged["summary"].items():
+        print(f"{k}: {', '.join(v) or '-'}")
+
+
+if __name__ == "__main__":
+    main()
