@@ -183,6 +183,17 @@ class Writes:
             return False
         return bool(torch.equal(current[lo:hi][m], self.value[key][lo:hi][m]))
 
+    def reset(self, key: int, lo: int = 0, hi: int | None = None) -> bool:
+        """Do these calls write one repeated value into ``[lo, hi)`` of ``key`` (a ``zero_()`` or ``fill_()``, no
+        batch's values), or nothing?"""
+        m = self.region(key, lo, hi)
+        if m is None:
+            return True
+        vals = self.value[key][lo:hi][m]
+        if vals.numel() % 4 == 0:
+            vals = vals.view(-1, 4)
+        return bool((vals == vals[:1]).all())
+
 
 @dataclass
 class PrepareLedger:

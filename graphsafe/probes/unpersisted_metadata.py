@@ -16,7 +16,8 @@ Two more shapes of the same mistake, found where the graph reader maps the graph
   layer group or graph): the finding names the region and both statements (:mod:`graphsafe.capture.writers`).
 * **A buffer carried from replay to replay.** A buffer the graph reads before writing it that neither this
   step's ``prepare`` nor anything in the graph resets (an accumulator that is neither static nor an
-  output): every replay starts from what the last one left.
+  output): every replay starts from what the last one left.  Not on a step that shows frozen values (a kernel
+  frozen for another batch reads workspace it did not write this time): frozen-host-value names those.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..capture.evidence import carried_inputs
 from ..capture.regions import byte_region, tensor_args
 from ..capture.writers import trace_writes
 from ..findings import Finding, FindingKind
+from .frozen_host_value import frozen_values
 
 KIND = FindingKind.UNPERSISTED_METADATA
 STAGE = "diagnose"
@@ -69,18 +71,29 @@ def run(ctx: StepContext) -> Finding | None:
     )
 
 
-def _readers(ctx: StepContext) -> dict[int, dict[int, set]]:
-    """storage key -> byte offset -> the launches and graph nodes that start reading it there."""
-    out: dict[int, dict[int, set]] = {}
+def _readers(ctx: StepContext) -> dict[int, dict[int, tuple[int, set]]]:
+    """storage key -> byte offset -> (where the reads from there end, the launches and graph nodes that start
+    reading it there).  A recorded launch reads the region of its argument.  A graph node's pointer says only where
+    its reads start: an array there is taken to end where the next array any node points at begins (a library lays
+    a schedule's arrays out one after the other in its workspace), or at the end of the storage."""
+    out: dict[int, dict[int, tuple[int, set]]] = {}
+
+    def add(key: int, lo: int, hi: int, who: tuple) -> None:
+        end, whos = out.setdefault(key, {}).get(lo, (lo, set()))
+        whos.add(who)
+        out[key][lo] = (max(end, hi), whos)
+
     for i, launch in enumerate(ctx.info.launches):
         for v in tensor_args(launch) if launch.device_work else ():
             r = byte_region(v)
             if r is not None:
-                out.setdefault(v.key, {}).setdefault(r[0], set()).add(("launch", i))
+                add(v.key, r[0], r[1], ("launch", i))
     gmap = ctx.info.graph_map
     for key, ptrs in (gmap.held() if gmap is not None else {}).items():
+        starts = sorted({p.at for p in ptrs})
+        ends = dict(zip(starts, [*starts[1:], max(gmap.nbytes.get(key, 0), starts[-1] + 4)]))
         for p in ptrs:
-            out.setdefault(key, {}).setdefault(p.at, set()).add(("node", p.node))
+            add(key, p.at, ends[p.at], ("node", p.node))
     return out
 
 
@@ -98,7 +111,7 @@ def _overwritten(ctx: StepContext) -> Finding | None:
     prepare wrote, the later over the earlier: each part was captured to read its own writer's values there."""
     ev = ctx.evidence
     readers = _readers(ctx)
-    offsets = {k: [at for at, who in by.items() if len(who) > 1] for k, by in readers.items()}
+    offsets = {k: [(at, end) for at, (end, who) in by.items() if len(who) > 1] for k, by in readers.items()}
     keys = [k for k in ev.graph_read_tensors if offsets.get(k) and ev.ledger.written(k)]
     if not keys:
         return None
@@ -110,13 +123,17 @@ def _overwritten(ctx: StepContext) -> Finding | None:
     )
     for key in keys:
         mine = [w for w in writes if w.key == key]
-        for at in sorted(offsets[key]):
-            hit = [w for w in mine if bool(w.mask[at : at + 4].any())]
+        for lo, end in sorted(offsets[key]):
+            hit = [w for w in mine if bool(w.mask[lo:end].any())]
             for i, first in enumerate(hit):
                 later = next((w for w in hit[i + 1 :] if w.label != first.label), None)
                 if later is None:
                     continue
-                run = first.mask[at:]
+                both = first.mask[lo:end] & later.mask[lo:end]  # where the later write lands on the earlier's
+                if not bool(both.any()):
+                    continue
+                at = lo + int(both.nonzero()[0])
+                run = both[at - lo :]
                 hi = at + (int((~run).nonzero()[0]) if bool((~run).any()) else run.numel())
                 if (
                     _fill(first, at, hi)
@@ -154,6 +171,10 @@ def _carried(ctx: StepContext) -> Finding | None:
         if k in ev.graph_read_tensors and k not in outputs and k not in seen and not ev.ledger.written(k)
     ]
     keys = [k for k in keys if k in ev._replay_writes(set(keys))]
+    if keys and frozen_values(ctx)[0]:
+        # a graph frozen for another batch (its grid, its split count) can read workspace it did not write this
+        # time: that is the frozen value's doing, and frozen-host-value names it
+        return None
     carried = carried_inputs(ctx, keys) if keys else []
     if not carried:
         return None
