@@ -183,16 +183,11 @@ class Writes:
             return False
         return bool(torch.equal(current[lo:hi][m], self.value[key][lo:hi][m]))
 
-    def reset(self, key: int, lo: int = 0, hi: int | None = None) -> bool:
-        """Do these calls write one repeated value into ``[lo, hi)`` of ``key`` (a ``zero_()`` or ``fill_()``, no
-        batch's values), or nothing?"""
+    def zeroes(self, key: int, lo: int = 0, hi: int | None = None) -> bool:
+        """Do these calls write only zero bytes into ``[lo, hi)`` of ``key`` (a ``zero_()``: a plan cleared, no
+        batch's values), or nothing?  (Zeros, not any repeated value: a batch's ``last_page_len`` can be all ones.)"""
         m = self.region(key, lo, hi)
-        if m is None:
-            return True
-        vals = self.value[key][lo:hi][m]
-        if vals.numel() % 4 == 0:
-            vals = vals.view(-1, 4)
-        return bool((vals == vals[:1]).all())
+        return m is None or not bool(self.value[key][lo:hi][m].any())
 
 
 @dataclass

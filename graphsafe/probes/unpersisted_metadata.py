@@ -22,6 +22,10 @@ Two more shapes of the same mistake, found where the graph reader maps the graph
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import torch
+
 from ..capture.context import StepContext
 from ..capture.evidence import carried_inputs
 from ..capture.regions import byte_region, tensor_args
@@ -98,12 +102,26 @@ def _readers(ctx: StepContext) -> dict[int, dict[int, tuple[int, set]]]:
 
 
 def _fill(write, lo: int, hi: int) -> bool:
-    """Did ``write`` put one repeated value into ``[lo, hi)`` (a zero_() or fill_(), not a schedule)?"""
+    """Did ``write`` put one repeated value into two or more words of ``[lo, hi)`` (a zero_() or fill_(), not a
+    schedule)?  One word alone says nothing either way (a schedule's one chunk size), and is no fill."""
     vals = write.after[lo:hi][write.mask[lo:hi]]
-    if vals.numel() % 4 == 0 and vals.numel():
+    if vals.numel() % 4 == 0:
         vals = vals.view(-1, 4)
-        return bool((vals == vals[:1]).all())
-    return bool((vals == vals[:1]).all()) if vals.numel() else True
+    return len(vals) > 1 and bool((vals == vals[:1]).all())
+
+
+def _runs(mask: torch.Tensor, lo: int) -> Iterator[tuple[int, int]]:
+    """``[at, hi)`` of each run of set bytes of ``mask`` (which starts at byte ``lo``), in order."""
+    pos = 0
+    while True:
+        rest = mask[pos:]
+        if not bool(rest.any()):
+            return
+        at = pos + int(rest.nonzero()[0])
+        tail = mask[at:]
+        hi = at + (int((~tail).nonzero()[0]) if bool((~tail).any()) else tail.numel())
+        yield lo + at, lo + hi
+        pos = hi
 
 
 def _overwritten(ctx: StepContext) -> Finding | None:
@@ -129,17 +147,14 @@ def _overwritten(ctx: StepContext) -> Finding | None:
                 later = next((w for w in hit[i + 1 :] if w.label != first.label), None)
                 if later is None:
                     continue
+                if _fill(first, lo, end) or _fill(later, lo, end):
+                    continue  # a reset, not a second plan
                 both = first.mask[lo:end] & later.mask[lo:end]  # where the later write lands on the earlier's
-                if not bool(both.any()):
-                    continue
-                at = lo + int(both.nonzero()[0])
-                run = both[at - lo :]
-                hi = at + (int((~run).nonzero()[0]) if bool((~run).any()) else run.numel())
-                if (
-                    _fill(first, at, hi)
-                    or _fill(later, at, hi)
-                    or bool((first.after[at:hi] == later.after[at:hi]).all())
-                ):
+                at, hi = next(
+                    ((a, b) for a, b in _runs(both, lo) if not torch.equal(first.after[a:b], later.after[a:b])),
+                    (-1, -1),
+                )
+                if at < 0:
                     continue
                 name = ev.name(key, at, hi)
                 return Finding(

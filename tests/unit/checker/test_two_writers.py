@@ -82,12 +82,12 @@ class SharedSchedule:
         self.plan([0, 0, 1, 1])  # the window group: fewer tiles
 
 
-def test_two_plans_into_the_arrays_two_recorded_graph_nodes_read_name_both():
+def fixture_ctx(target: SharedSchedule | None = None, at: int = 0):
     rec = load("flashinfer_two_groups")
     gmap = map_graph(rec.read, rec.sizes, rec.paths, rec.space)
     key = rec.address("int_workspace")
-    target = SharedSchedule(rec.sizes[key], at=2384)  # where both groups' decode kernels (nodes 0, 2) point
-    ctx = SimpleNamespace(
+    target = target or SharedSchedule(rec.sizes[key], at=at)
+    return SimpleNamespace(
         evidence=SimpleNamespace(
             graph_read_tensors={key: target.int_workspace},
             ledger=SimpleNamespace(written=lambda k: k == key),
@@ -97,6 +97,22 @@ def test_two_plans_into_the_arrays_two_recorded_graph_nodes_read_name_both():
         session=SimpleNamespace(target=target),
         padded_batch=None,
     )
-    f = _overwritten(ctx)
+
+
+def test_two_plans_into_the_arrays_two_recorded_graph_nodes_read_name_both():
+    f = _overwritten(fixture_ctx(at=2384))  # where both groups' decode kernels (nodes 0, 2) point
     assert f is not None and f.where == "self.int_workspace[2388:2400]", f
     assert "`self.plan([0, 1, 2, 3])" in f.message and "`self.plan([0, 0, 1, 1])" in f.message
+
+
+class OneWord(SharedSchedule):
+    def prepare(self, batch):
+        self.plan([4])  # the global group's chunk size
+        self.plan([1])  # the window group's
+
+
+def test_two_plans_of_one_word_two_graph_nodes_read_are_two_writers_not_a_fill():
+    rec = load("flashinfer_two_groups")
+    target = OneWord(rec.sizes[rec.address("int_workspace")], at=7148)  # the next array any node reads: 7152
+    f = _overwritten(fixture_ctx(target))
+    assert f is not None and f.where == "self.int_workspace[7148:7152]", f
