@@ -2,12 +2,17 @@
 explain the FlashInfer targets, the deliberate variants, the own-backend example, and targets whose kernels
 nobody could wrap (an nvcc extension, cuBLAS called from C++, two FlashInfer layer groups).
 
-    python3 benchmarks/opaque_off.py [--examples 40] [--seed 0] [--timeout 150] [--jobs 1] [--only NAME ...] [--out DIR]
+    python3 benchmarks/opaque_off.py [--examples 40] [--seed 0] [--timeout 150] [--jobs 1] [--only NAME ...]
+                                     [--no-warm-up] [--out DIR]
 
-Each check runs on the cuda engine under the ``explore`` capture policies, in a process of its own.  A row per
+Each check runs on the cuda engine under the ``explore`` capture policies, in a process of its own.  First a
+warm-up (``--no-warm-up`` skips it) builds what the checks would otherwise build inside their timeouts, in
+parallel: FlashInfer's JIT modules (a check of each safe FlashInfer target with opaque calls on, two examples)
+and the nvcc extension; a machine that built them before loads them from its caches in seconds.  A row per
 target: ``expected`` (the target's ``expected`` kind; for the own-backend example, which declares none, what the
 same check finds with opaque calls on), ``found`` (the kinds found with them off) and ``names`` (what each
-finding names).  ``--jobs`` checks that many targets at once (one GPU serves them all; seconds then overlap).
+finding names).  ``--jobs`` checks that many targets at once (one GPU serves them all; seconds then overlap), in the order
+``--only`` names them (put the slow ones first).
 Results: ``benchmarks/results/opaque-off-cuda-gpu.json``.
 """
 
@@ -43,6 +48,26 @@ def targets() -> dict[str, type]:
     out["flashinfer_groups:TwoGroups"] = flashinfer_groups.TwoGroups
     out["flashinfer_groups:TwoGroupsSharedIntWorkspace"] = flashinfer_groups.TwoGroupsSharedIntWorkspace
     return out
+
+
+#: the safe FlashInfer targets whose checks build every JIT module the others use
+WARM = ("flashinfer:decode", "flashinfer:decode:tensor_cores", "flashinfer:prefill", "flashinfer:mla")
+
+
+def warm(name: str) -> tuple[str, float, str]:
+    """Build what checking ``name`` needs (a FlashInfer target's JIT modules, or ``ext``: the nvcc extension):
+    ``(name, seconds, what went wrong or "")``."""
+    t = time.perf_counter()
+    try:
+        if name == "ext":
+            from tests.targets import graph_ext
+
+            graph_ext.ext()
+        else:
+            graphsafe.check(fi.resolve(name), engine="cuda", examples=2, seed=0, database=False, isolate="none")
+    except Exception as e:  # noqa: BLE001 - the checks themselves then say what is wrong
+        return name, time.perf_counter() - t, f"{type(e).__name__}: {str(e)[:200]}"
+    return name, time.perf_counter() - t, ""
 
 
 def check(cls: type, examples: int, seed: int, timeout: float, opaque: bool) -> dict:
@@ -85,11 +110,24 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=150.0)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--no-warm-up", action="store_true", help="skip building FlashInfer's modules and the extension")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    names = [n for n in targets() if not a.only or n in a.only]
+    known = list(targets())
+    unknown = [n for n in a.only or () if n not in known]
+    if unknown:
+        ap.error(f"unknown target(s) {unknown}; known: {known}")
+    names = list(dict.fromkeys(a.only)) if a.only else known
     rows: list[dict] = []
     ctx = multiprocessing.get_context("spawn")
+    warmed: dict[str, float] = {}
+    if not a.no_warm_up:
+        t = time.perf_counter()
+        with concurrent.futures.ProcessPoolExecutor(max_workers=len(WARM) + 1, mp_context=ctx) as pool:
+            for name, seconds, error in pool.map(warm, (*WARM, "ext")):
+                warmed[name] = round(seconds, 1)
+                print(f"warm-up {name}: {seconds:.1f}s {error}", flush=True)
+        print(f"warm-up: {time.perf_counter() - t:.1f}s", flush=True)
     with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx) as pool:
         futures = {pool.submit(row, n, a.examples, a.seed, a.timeout): n for n in names}
         for fut in concurrent.futures.as_completed(futures):
@@ -111,6 +149,9 @@ def main() -> None:
                     "examples": a.examples,
                     "seed": a.seed,
                     "capture": "explore",
+                    "jobs": a.jobs,
+                    "timeout": a.timeout,
+                    "warm_up_seconds": warmed,
                     "rows": rows,
                 },
                 a.out,

@@ -183,6 +183,12 @@ class Writes:
             return False
         return bool(torch.equal(current[lo:hi][m], self.value[key][lo:hi][m]))
 
+    def zeroes(self, key: int, lo: int = 0, hi: int | None = None) -> bool:
+        """Do these calls write only zero bytes into ``[lo, hi)`` of ``key`` (a ``zero_()``: a plan cleared, no
+        batch's values), or nothing?  (Zeros, not any repeated value: a batch's ``last_page_len`` can be all ones.)"""
+        m = self.region(key, lo, hi)
+        return m is None or not bool(self.value[key][lo:hi][m].any())
+
 
 @dataclass
 class PrepareLedger:

@@ -220,7 +220,7 @@ def _host_decision(where: str) -> str:
     return f"{file_line.rsplit(':', 1)[0]} in {func}" if func else where
 
 
-def _diffs(ctx: StepContext) -> tuple[list[dict], str]:
+def frozen_values(ctx: StepContext) -> tuple[list[dict], str]:
     """The frozen values this step shows, and where they were seen: the recorded launches against an eager run
     of this batch (with the control), else, on the CUDA engine, the graph against this batch's own graph."""
     diffs = diff_launches(ctx.info.launches, ctx.evidence.scratch.launches)
@@ -248,7 +248,7 @@ def _concerns(diff: dict, kernels: set[str]) -> bool:
 
 
 def run(ctx: StepContext) -> Finding | None:
-    diffs, seen = _diffs(ctx)
+    diffs, seen = frozen_values(ctx)
     if not diffs:
         return None
     d = diffs[0]

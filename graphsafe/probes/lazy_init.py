@@ -3,11 +3,14 @@
 Two signals.  Launches: the warm-up's launches (aten ops and Triton kernels) are matched with the
 capture's, each by kernel and the persistent buffers it touches; a warm-up launch with no match (a
 have-initialized flag set by warm-up made capture skip it) that writes a region the graph reads
-explains the difference.  When the graph writes that buffer too (an accumulator the skipped launch
-zeroed), it counts only if a replay reads it before writing it: replays over two fills of it
-differ.  Ledger: the write ledger records which buffers changed during the capture-time prepare and
-during warm-up, and this step's prepare is re-run over filled buffers to see what it writes; a
-region the graph reads that only warm-up wrote is a planning result that capture skipped.
+explains the difference, unless this step's ``prepare`` wrote this batch's values there too (an eager
+``forward()`` that plans again what ``prepare`` planned: the replay read ``prepare``'s values); a
+``prepare`` that only zeroes the region (clears a plan) leaves the replay reading no plan at all, and
+that still counts.  When the graph writes that buffer too (an accumulator the skipped launch zeroed),
+it counts only if a replay reads it before writing it: replays over two fills of it differ.  Ledger:
+the write ledger records which buffers changed during the capture-time prepare and during warm-up, and
+this step's prepare is re-run over filled buffers to see what it writes; a region the graph reads that
+only warm-up wrote is a planning result that capture skipped.
 """
 
 from __future__ import annotations
@@ -59,6 +62,13 @@ def skipped_writes(ctx) -> list[tuple[Launch, TensorArg, bool]]:
                 continue
             if not any(lo < r[1] and r[0] < hi for lo, hi, _ in ev.read_regions(v.key)):
                 continue
+            if (
+                v.key not in info.graph_written
+                and v.key in ev.as_replayed
+                and ev.wrote_for_batch(v.key, *r)
+                and not ev.ledger.step.zeroes(v.key, *r)
+            ):
+                continue  # this step's prepare wrote this batch's values there: the replay did not read the warm-up's
             if any(v.key == a.key for _, a, _ in out):
                 continue
             out.append((launch, v, v.key in info.graph_written))

@@ -16,16 +16,22 @@ Two more shapes of the same mistake, found where the graph reader maps the graph
   layer group or graph): the finding names the region and both statements (:mod:`graphsafe.capture.writers`).
 * **A buffer carried from replay to replay.** A buffer the graph reads before writing it that neither this
   step's ``prepare`` nor anything in the graph resets (an accumulator that is neither static nor an
-  output): every replay starts from what the last one left.
+  output): every replay starts from what the last one left.  Not on a step that shows frozen values (a kernel
+  frozen for another batch reads workspace it did not write this time): frozen-host-value names those.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
 
 from ..capture.context import StepContext
 from ..capture.evidence import carried_inputs
 from ..capture.regions import byte_region, tensor_args
 from ..capture.writers import trace_writes
 from ..findings import Finding, FindingKind
+from .frozen_host_value import frozen_values
 
 KIND = FindingKind.UNPERSISTED_METADATA
 STAGE = "diagnose"
@@ -69,28 +75,53 @@ def run(ctx: StepContext) -> Finding | None:
     )
 
 
-def _readers(ctx: StepContext) -> dict[int, dict[int, set]]:
-    """storage key -> byte offset -> the launches and graph nodes that start reading it there."""
-    out: dict[int, dict[int, set]] = {}
+def _readers(ctx: StepContext) -> dict[int, dict[int, tuple[int, set]]]:
+    """storage key -> byte offset -> (where the reads from there end, the launches and graph nodes that start
+    reading it there).  A recorded launch reads the region of its argument.  A graph node's pointer says only where
+    its reads start: an array there is taken to end where the next array any node points at begins (a library lays
+    a schedule's arrays out one after the other in its workspace), or at the end of the storage."""
+    out: dict[int, dict[int, tuple[int, set]]] = {}
+
+    def add(key: int, lo: int, hi: int, who: tuple) -> None:
+        end, whos = out.setdefault(key, {}).get(lo, (lo, set()))
+        whos.add(who)
+        out[key][lo] = (max(end, hi), whos)
+
     for i, launch in enumerate(ctx.info.launches):
         for v in tensor_args(launch) if launch.device_work else ():
             r = byte_region(v)
             if r is not None:
-                out.setdefault(v.key, {}).setdefault(r[0], set()).add(("launch", i))
+                add(v.key, r[0], r[1], ("launch", i))
     gmap = ctx.info.graph_map
     for key, ptrs in (gmap.held() if gmap is not None else {}).items():
+        starts = sorted({p.at for p in ptrs})
+        ends = dict(zip(starts, [*starts[1:], max(gmap.nbytes.get(key, 0), starts[-1] + 4)]))
         for p in ptrs:
-            out.setdefault(key, {}).setdefault(p.at, set()).add(("node", p.node))
+            add(key, p.at, ends[p.at], ("node", p.node))
     return out
 
 
 def _fill(write, lo: int, hi: int) -> bool:
-    """Did ``write`` put one repeated value into ``[lo, hi)`` (a zero_() or fill_(), not a schedule)?"""
+    """Did ``write`` put one repeated value into two or more words of ``[lo, hi)`` (a zero_() or fill_(), not a
+    schedule)?  One word alone says nothing either way (a schedule's one chunk size), and is no fill."""
     vals = write.after[lo:hi][write.mask[lo:hi]]
-    if vals.numel() % 4 == 0 and vals.numel():
+    if vals.numel() % 4 == 0:
         vals = vals.view(-1, 4)
-        return bool((vals == vals[:1]).all())
-    return bool((vals == vals[:1]).all()) if vals.numel() else True
+    return len(vals) > 1 and bool((vals == vals[:1]).all())
+
+
+def _runs(mask: torch.Tensor, lo: int) -> Iterator[tuple[int, int]]:
+    """``[at, hi)`` of each run of set bytes of ``mask`` (which starts at byte ``lo``), in order."""
+    pos = 0
+    while True:
+        rest = mask[pos:]
+        if not bool(rest.any()):
+            return
+        at = pos + int(rest.nonzero()[0])
+        tail = mask[at:]
+        hi = at + (int((~tail).nonzero()[0]) if bool((~tail).any()) else tail.numel())
+        yield lo + at, lo + hi
+        pos = hi
 
 
 def _overwritten(ctx: StepContext) -> Finding | None:
@@ -98,7 +129,7 @@ def _overwritten(ctx: StepContext) -> Finding | None:
     prepare wrote, the later over the earlier: each part was captured to read its own writer's values there."""
     ev = ctx.evidence
     readers = _readers(ctx)
-    offsets = {k: [at for at, who in by.items() if len(who) > 1] for k, by in readers.items()}
+    offsets = {k: [(at, end) for at, (end, who) in by.items() if len(who) > 1] for k, by in readers.items()}
     keys = [k for k in ev.graph_read_tensors if offsets.get(k) and ev.ledger.written(k)]
     if not keys:
         return None
@@ -110,19 +141,20 @@ def _overwritten(ctx: StepContext) -> Finding | None:
     )
     for key in keys:
         mine = [w for w in writes if w.key == key]
-        for at in sorted(offsets[key]):
-            hit = [w for w in mine if bool(w.mask[at : at + 4].any())]
+        for lo, end in sorted(offsets[key]):
+            hit = [w for w in mine if bool(w.mask[lo:end].any())]
             for i, first in enumerate(hit):
                 later = next((w for w in hit[i + 1 :] if w.label != first.label), None)
                 if later is None:
                     continue
-                run = first.mask[at:]
-                hi = at + (int((~run).nonzero()[0]) if bool((~run).any()) else run.numel())
-                if (
-                    _fill(first, at, hi)
-                    or _fill(later, at, hi)
-                    or bool((first.after[at:hi] == later.after[at:hi]).all())
-                ):
+                if _fill(first, lo, end) or _fill(later, lo, end):
+                    continue  # a reset, not a second plan
+                both = first.mask[lo:end] & later.mask[lo:end]  # where the later write lands on the earlier's
+                at, hi = next(
+                    ((a, b) for a, b in _runs(both, lo) if not torch.equal(first.after[a:b], later.after[a:b])),
+                    (-1, -1),
+                )
+                if at < 0:
                     continue
                 name = ev.name(key, at, hi)
                 return Finding(
@@ -154,6 +186,10 @@ def _carried(ctx: StepContext) -> Finding | None:
         if k in ev.graph_read_tensors and k not in outputs and k not in seen and not ev.ledger.written(k)
     ]
     keys = [k for k in keys if k in ev._replay_writes(set(keys))]
+    if keys and frozen_values(ctx)[0]:
+        # a graph frozen for another batch (its grid, its split count) can read workspace it did not write this
+        # time: that is the frozen value's doing, and frozen-host-value names it
+        return None
     carried = carried_inputs(ctx, keys) if keys else []
     if not carried:
         return None

@@ -1,7 +1,8 @@
 """The graph reader on a GPU: kernels nobody wrapped (an nvcc extension, cuBLAS called from C++, FlashInfer
 without ``watch``) are named by the graph that replays.  A rebound buffer is a stale-pointer before any replay
 reads it; a host scalar frozen into a kernel's parameters is a frozen-host-value named by kernel and parameter;
-an accumulator nothing resets is named; a graph that copies from a host temporary is a stale-pointer.
+an accumulator nothing resets is named; a graph that copies from a host temporary is a stale-pointer; two layer
+groups whose plans share one int workspace are named by that workspace and both plans.
 
 CUDA only (skipped on a machine without a GPU, or without cuda-bindings).  The extension is built once per
 machine (about a minute, ``TORCH_EXTENSIONS_DIR``); FlashInfer cases skip where FlashInfer is missing.
@@ -113,3 +114,15 @@ def test_two_layer_groups_with_an_int_workspace_each_are_clean():
 
     result = check(TwoGroups, capture="explore", examples=12)
     assert result.ok, result.summary()
+
+
+@needs_flashinfer
+def test_two_layer_groups_sharing_an_int_workspace_name_it_and_both_plans_with_watch_off(monkeypatch, no_shrinking):
+    from tests.targets.flashinfer_groups import TwoGroupsSharedIntWorkspace
+
+    monkeypatch.setenv("GRAPHSAFE_OPAQUE", "0")
+    result = check(TwoGroupsSharedIntWorkspace, capture="explore", examples=12)
+    assert result.kinds == {"unpersisted-metadata"}, result.summary()
+    f = result.errors[0]
+    assert "_int_workspace_buffer" in f.where, f.message
+    assert "self.plan(full" in f.message and "self.plan(window" in f.message, f.message

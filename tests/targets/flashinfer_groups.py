@@ -2,28 +2,36 @@
 pages), written as a backend author would without ``graphsafe.flashinfer.watch`` inside ``forward()``: the
 graph reader alone sees their kernels.  CUDA and FlashInfer only.
 
-``TwoGroupsSharedIntWorkspace`` gives both groups' wrappers one int workspace and plans both in ``prepare()``:
-the window group's plan overwrites the schedule the global group's kernels were captured to read there.
-``TwoGroups`` gives each group its own (safe).
+Both plan the way a serving engine with per-group planning does: an eager step plans each group right before
+its layers run (inside ``forward()``), while a graph's replay cannot plan, so ``prepare()`` plans every group before
+it.  ``TwoGroupsSharedIntWorkspace`` gives both groups' wrappers one int workspace: eager is right (each plan is
+read before the next overwrites it), but before a replay the window group's plan overwrites the schedule the
+global group's kernels were captured to read there.  ``TwoGroups`` gives each group its own (safe).
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, ClassVar
 
 import torch
 
-from graphsafe.flashinfer import Decode, Layout
+from graphsafe import capturing
+from graphsafe.flashinfer import Decode, Layout, watch
 
 
 class TwoGroups(Decode):
     """Safe: two decode wrappers per graph size (global and windowed layers), each with its own index buffers and
-    int workspace, planned one after the other in prepare(), run one after the other in forward()."""
+    int workspace, both planned in prepare() (for a replay), run one after the other in forward(); an eager
+    forward() plans each group again right before its run."""
 
     name = "tests:flashinfer:two_groups"
     expected = None
     window_pages: ClassVar[int] = 2
     shared_int_workspace: ClassVar[bool] = False
+    #: run under ``graphsafe.flashinfer.watch`` (the CPU stand-in needs it: its kernels read the schedule on the
+    #: host, so the emulator must replay them as recorded calls); off, only the graph reader sees the kernels
+    watched: ClassVar[bool] = False
 
     def setup(self, spec, device) -> None:
         super().setup(spec, device)
@@ -68,22 +76,28 @@ class TwoGroups(Decode):
         full, window = self.wrapper_for(batch.num_slots)
         lay = self.layout(batch)
         self.write_tokens(batch, lay)
-        self.plan(full, lay)
-        self.plan(window, self.window(lay))
+        self.layouts = (lay, self.window(lay))
+        # a replay runs no Python: plan every group now
+        self.plan(full, self.layouts[0])
+        self.plan(window, self.layouts[1])
         self.active, self.rows = (full, window), lay.rows
 
     def forward(self):
         n = self.rows
         self.write_kv(n)
-        full, window = self.active
-        full.run(self.q[:n], (self.k_cache, self.v_cache), out=self.out[:n])
-        window.run(self.q[:n], (self.k_cache, self.v_cache), out=self.out_window[:n])
-        return self.out, self.out_window
+        outs = (self.out, self.out_window)
+        for wrapper, group, out in zip(self.active, self.layouts, outs):
+            if not capturing():  # eager: plan the group right before its layers (a graph cannot plan)
+                self.plan(wrapper, group)
+            with watch(wrapper) if self.watched else contextlib.nullcontext():
+                wrapper.run(self.q[:n], (self.k_cache, self.v_cache), out=out[:n])
+        return outs
 
 
 class TwoGroupsSharedIntWorkspace(TwoGroups):
-    """Buggy: both groups' wrappers share one int workspace, both planned in prepare(): the window group's plan
-    overwrites the global group's schedule.  Expected: unpersisted-metadata naming the region and both plans."""
+    """Buggy: both groups' wrappers share one int workspace.  Eager plans each group right before its run and is
+    right; before a replay prepare() plans both, and the window group's plan overwrites the global group's
+    schedule.  Expected: unpersisted-metadata naming the region and both plans."""
 
     name = "tests:flashinfer:two_groups_shared_int_workspace"
     expected = "unpersisted-metadata"

@@ -203,3 +203,14 @@ def test_the_walk_forgets_the_types_it_classified_past_its_bound(monkeypatch):
     found = [statewalk.tensors(m)[0].item() for m in made]
     assert found == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert len(statewalk._KINDS) <= 3
+
+
+def test_a_prepare_that_clears_a_plan_zeroes_it_and_one_that_writes_ones_does_not():
+    plan, lens = torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+
+    def prepare():
+        plan.zero_()  # a plan invalidated
+        lens.fill_(1)  # a batch's last_page_len: all ones, still its values
+
+    led = prepare_calls(keyed(plan, lens), prepare)
+    assert led.step.zeroes(storage_key(plan)) and not led.step.zeroes(storage_key(lens))

@@ -1,6 +1,7 @@
 """unpersisted-metadata's two-writers shape: a region two launches of the graph read, which two statements of
 this step's prepare() wrote (the later over the earlier, neither a plain fill), is named with both statements;
-one reader, or a later fill, is not that mistake."""
+one reader, or a later fill, is not that mistake.  A graph node's pointer reads the array that starts there (up to
+the next array any node points at), past a first entry both writes agree on."""
 
 from __future__ import annotations
 
@@ -8,26 +9,29 @@ from types import SimpleNamespace
 
 import torch
 
+from graphsafe.capture.graph_map import map_graph
 from graphsafe.engines.launches import Launch, TensorArg
 from graphsafe.probes.unpersisted_metadata import _overwritten
+from tests.fixtures.graphs import load
 
 
 class Groups:
-    def __init__(self, second=(7, 8, 9, 10)):
+    def __init__(self, second=(7, 8, 9, 10), at=0):
         self.sched = torch.zeros(8, dtype=torch.int32)
         self.second = second
+        self.at = at  # where in the buffer the plans write their schedule
 
     def plan(self, values):
-        self.sched[: len(values)] = torch.tensor(values, dtype=torch.int32)
+        self.sched[self.at : self.at + len(values)] = torch.tensor(values, dtype=torch.int32)
 
     def prepare(self, batch):
         self.plan([1, 2, 3, 4])
         self.plan(list(self.second))
 
 
-def ctx_for(target: Groups, readers: int):
+def ctx_for(target: Groups, readers: int, shape=(4,)):
     key = target.sched.untyped_storage().data_ptr()
-    arg = TensorArg(key, "torch.int32", (4,), (1,), 0, False)
+    arg = TensorArg(key, "torch.int32", shape, (1,), 0, False)
     launches = [Launch("triton", f"group{i}", {"sched": arg}) for i in range(readers)]
     ledger = SimpleNamespace(written=lambda k: k == key)
     evidence = SimpleNamespace(
@@ -54,3 +58,61 @@ def test_a_region_one_launch_reads_is_not_two_writers():
 
 def test_a_later_fill_is_a_reset_not_a_second_writer():
     assert _overwritten(ctx_for(Groups(second=(0, 0, 0, 0)), readers=2)) is None
+
+
+def test_two_writes_past_the_start_of_a_region_two_launches_read_name_where_they_overlap():
+    # a library call reads its whole workspace; the plans write their schedule past its first word
+    f = _overwritten(ctx_for(Groups(at=2), readers=2, shape=(8,)))
+    assert f is not None and f.where == "self.sched[8:24]", f
+
+
+class SharedSchedule:
+    """Two plans into one int workspace laid out as FlashInfer's decode plan lays it out on a GPU (the fixture's
+    offsets): each array's first entry alike (request 0 starts at tile 0), the tiles after it differ."""
+
+    def __init__(self, nbytes: int, at: int):
+        self.int_workspace = torch.zeros(nbytes // 4, dtype=torch.int32)
+        self.at = at // 4
+
+    def plan(self, tiles):
+        self.int_workspace[self.at : self.at + len(tiles)] = torch.tensor(tiles, dtype=torch.int32)
+
+    def prepare(self, batch):
+        self.plan([0, 1, 2, 3])  # the global group: long requests split into tiles
+        self.plan([0, 0, 1, 1])  # the window group: fewer tiles
+
+
+def fixture_ctx(target: SharedSchedule | None = None, at: int = 0):
+    rec = load("flashinfer_two_groups")
+    gmap = map_graph(rec.read, rec.sizes, rec.paths, rec.space)
+    key = rec.address("int_workspace")
+    target = target or SharedSchedule(rec.sizes[key], at=at)
+    return SimpleNamespace(
+        evidence=SimpleNamespace(
+            graph_read_tensors={key: target.int_workspace},
+            ledger=SimpleNamespace(written=lambda k: k == key),
+            name=lambda k, lo, hi: f"self.int_workspace[{lo}:{hi}]",
+        ),
+        info=SimpleNamespace(launches=[], graph_map=gmap, paths=rec.paths),
+        session=SimpleNamespace(target=target),
+        padded_batch=None,
+    )
+
+
+def test_two_plans_into_the_arrays_two_recorded_graph_nodes_read_name_both():
+    f = _overwritten(fixture_ctx(at=2384))  # where both groups' decode kernels (nodes 0, 2) point
+    assert f is not None and f.where == "self.int_workspace[2388:2400]", f
+    assert "`self.plan([0, 1, 2, 3])" in f.message and "`self.plan([0, 0, 1, 1])" in f.message
+
+
+class OneWord(SharedSchedule):
+    def prepare(self, batch):
+        self.plan([4])  # the global group's chunk size
+        self.plan([1])  # the window group's
+
+
+def test_two_plans_of_one_word_two_graph_nodes_read_are_two_writers_not_a_fill():
+    rec = load("flashinfer_two_groups")
+    target = OneWord(rec.sizes[rec.address("int_workspace")], at=7148)  # the next array any node reads: 7152
+    f = _overwritten(fixture_ctx(target))
+    assert f is not None and f.where == "self.int_workspace[7148:7152]", f
