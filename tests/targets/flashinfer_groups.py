@@ -4,7 +4,9 @@ graph reader alone sees their kernels.  CUDA and FlashInfer only.
 
 Both plan the way a serving engine with per-group planning does: an eager step plans each group right before
 its layers run (inside ``forward()``), while a graph's replay cannot plan, so ``prepare()`` plans every group before
-it.  ``TwoGroupsSharedIntWorkspace`` gives both groups' wrappers one int workspace: eager is right (each plan is
+it.  An instance is a graph's once ``prepare_capture()`` has run (the engine's graph runner; the eager reference is
+another instance): from then on its ``forward()`` never plans, in the warm-up and the capture's pre-screen too,
+where a plan's host copies would be taken for a synchronisation the capture cannot hold.  ``TwoGroupsSharedIntWorkspace`` gives both groups' wrappers one int workspace: eager is right (each plan is
 read before the next overwrites it), but before a replay the window group's plan overwrites the schedule the
 global group's kernels were captured to read there.  ``TwoGroups`` gives each group its own (safe).
 """
@@ -40,6 +42,7 @@ class TwoGroups(Decode):
         self.w_kv_indices = torch.zeros(self.max_pages, **i32)
         self.w_last_page_len = torch.zeros(spec.max_reqs, **i32)
         self.out_window = torch.zeros_like(self.out)
+        self.graph_mode = False  # until prepare_capture(): an eager instance, which plans in forward()
 
     def make_wrapper(self, size: int) -> Any:
         full = super().make_wrapper(size)
@@ -82,12 +85,16 @@ class TwoGroups(Decode):
         self.plan(window, self.layouts[1])
         self.active, self.rows = (full, window), lay.rows
 
+    def prepare_capture(self, batch) -> None:
+        self.graph_mode = True  # this instance's forward() is captured and replayed from now on
+        self.prepare(batch)
+
     def forward(self):
         n = self.rows
         self.write_kv(n)
         outs = (self.out, self.out_window)
         for wrapper, group, out in zip(self.active, self.layouts, outs):
-            if not capturing():  # eager: plan the group right before its layers (a graph cannot plan)
+            if not (self.graph_mode or capturing()):  # eager: plan the group right before its layers
                 self.plan(wrapper, group)
             with watch(wrapper) if self.watched else contextlib.nullcontext():
                 wrapper.run(self.q[:n], (self.k_cache, self.v_cache), out=out[:n])

@@ -153,9 +153,13 @@ class Sandbox:
         check = check.replace(engine=self.engine)
         if self.ref is None:
             return self._check_here(check, run, label, progress)
+        with self.pool.using(self) if self.pool is not None else contextlib.nullcontext():
+            return self._check_in_child(check, run, label, progress)
+
+    def _check_in_child(
+        self, check: CheckOptions, run: RunOptions, label: str, progress: Callable[[Any], None] | None
+    ) -> CheckResult:
         timeout = run.timeout
-        if self.pool is not None:
-            self.pool.touched(self)
         try:
             if not self.alive:
                 self.start(wait=False)

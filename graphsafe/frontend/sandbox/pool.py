@@ -8,8 +8,10 @@ one is stopped, and starts again when its target is checked next.  Every child i
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from .parent import Sandbox
@@ -27,24 +29,42 @@ class _Pool:
         self.lock = threading.Lock()
         self.clock = 0
         self.last_use: dict[int, int] = {}  # id(sandbox) -> clock at its last use
+        self.in_use: dict[int, int] = {}  # id(sandbox) -> checks of it under way (threads of `check --jobs`)
 
     def touched(self, box: Sandbox) -> None:
-        self.clock += 1
-        self.last_use[id(box)] = self.clock
+        with self.lock:
+            self.clock += 1
+            self.last_use[id(box)] = self.clock
+
+    @contextlib.contextmanager
+    def using(self, box: Sandbox) -> Iterator[None]:
+        """While a check of ``box`` is under way, from its start to its answer: its child is never stopped to
+        make room, even while it starts or waits for the request (another thread may be starting a child)."""
+        with self.lock:
+            self.clock += 1
+            self.last_use[id(box)] = self.clock
+            self.in_use[id(box)] = self.in_use.get(id(box), 0) + 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.in_use[id(box)] -= 1
+                if not self.in_use[id(box)]:
+                    del self.in_use[id(box)]
 
     def started(self, box: Sandbox) -> None:
-        """Stop the least recently used idle children beyond :data:`MAX_LIVE`."""
+        """Stop the least recently used idle children beyond :data:`MAX_LIVE` (none that a check is using)."""
         self.touched(box)
         with self.lock:
             live = [b for b in self.boxes.values() if b is not box and b.alive]
-        live.sort(key=lambda b: self.last_use.get(id(b), 0))
-        excess = len(live) + 1 - MAX_LIVE
-        for b in live:
-            if excess <= 0:
-                break
-            if b.idle:
-                b.close()
-                excess -= 1
+            live.sort(key=lambda b: self.last_use.get(id(b), 0))
+            excess = len(live) + 1 - MAX_LIVE
+            for b in live:
+                if excess <= 0:
+                    break
+                if b.idle and id(b) not in self.in_use:
+                    b.close()
+                    excess -= 1
 
     def get(self, target: Any, engine: str, device: int | None) -> Sandbox:
         ref, by_class, _ = target_ref(target)
