@@ -310,6 +310,13 @@ def _scaling(d: dict[str, Any]) -> list[Table]:
         + (f" under the `{d['profile']}` profile" if d.get("profile") else "")
         + ", after a warm-up run."
     ]
+    if d.get("front") == "cli":
+        lines[0] = (
+            f"`benchmarks/scaling.py --cli`: `graphsafe check {' '.join(d['targets'])} --jobs K`, {d['examples']} "
+            f"examples per target under the `{d['profile']}` profile; busy s is per GPU."
+        )
+    if d.get("note"):
+        lines.append(d["note"])
     rows = []
     for r in d["rows"]:
         busy = ", ".join(_num(w["busy_s"]) for w in (r.get("per_worker") or {}).values())
