@@ -227,25 +227,12 @@ def test_a_ctrl_c_swallowed_inside_a_check_still_stops_the_run_before_the_next_t
 
 
 def test_jobs_check_several_targets_at_once_with_the_same_table_as_one_at_a_time(capsys):
-    argv = [
-        "check",
+    targets = [
         "tests.targets.synthetic:Safe",
         "tests.targets.synthetic:FreshLens",
         "tests.targets.synthetic:NewMetadata",
     ]
-    argv += [
-        "--engine",
-        "emulate",
-        "--examples",
-        "5",
-        "--steps",
-        "2",
-        "--capture-sizes",
-        "2",
-        "--isolate",
-        "--seed",
-        "1",
-    ]
+    argv = ["check", *targets, *FAST, "--isolate", "--seed", "1"]
     assert main(argv) == 1
     one_at_a_time, _ = capsys.readouterr()
     assert main([*argv, "--jobs", "3"]) == 1
