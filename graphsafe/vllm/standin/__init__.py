@@ -42,6 +42,7 @@ __all__ = [
     "__version__",
     "CommonAttentionMetadata",
     "AttentionCGSupport",
+    "StandinBuilder",
     "backend_class",
     "make_config",
     "using",
@@ -160,6 +161,31 @@ def write_flash_cache(key, value, key_cache, value_cache, slot_mapping, layer) -
     from .attention import write_paged  # (the kernels module imports this one)
 
     write_paged(key, value, key_cache, value_cache, slot_mapping)
+
+
+class StandinBuilder:
+    """vLLM's metadata builder interface, what every stand-in builder shares: the constructor's arguments kept,
+    the class's CUDA-graph support, and a capture build that is an ordinary build."""
+
+    _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.ALWAYS
+
+    def __init__(self, kv_cache_spec: Any, layer_names: list[str], vllm_config: Any, device: torch.device):
+        self.kv_cache_spec, self.layer_names, self.vllm_config, self.device = (
+            kv_cache_spec,
+            layer_names,
+            vllm_config,
+            device,
+        )
+
+    @classmethod
+    def get_cudagraph_support(cls, vllm_config: Any, kv_cache_spec: Any) -> AttentionCGSupport:
+        return cls._cudagraph_support
+
+    def build_for_cudagraph_capture(self, common_attn_metadata: Any) -> Any:
+        return self.build(0, common_attn_metadata)
+
+    def build(self, common_prefix_len: int, common_attn_metadata: Any, fast_build: bool = False) -> Any:
+        raise NotImplementedError
 
 
 class StandinBackend:

@@ -10,11 +10,11 @@ the block-index one on first use.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from . import AttentionCGSupport, StandinBackend
+from . import StandinBackend, StandinBuilder
 
 __all__ = [
     "paged_attention",
@@ -82,26 +82,12 @@ class AttentionMetadata:
     causal: bool = True
 
 
-class AttentionBuilder:
-    """vLLM's metadata builder interface; this one passes the runner's views through."""
-
-    _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.ALWAYS
+class AttentionBuilder(StandinBuilder):
+    """vLLM's metadata builder interface; this one passes the runner's views through (support: ALWAYS)."""
 
     def __init__(self, kv_cache_spec: Any, layer_names: list[str], vllm_config: Any, device: torch.device):
-        self.kv_cache_spec, self.layer_names, self.vllm_config, self.device = (
-            kv_cache_spec,
-            layer_names,
-            vllm_config,
-            device,
-        )
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         self.block_size = kv_cache_spec.block_size
-
-    @classmethod
-    def get_cudagraph_support(cls, vllm_config: Any, kv_cache_spec: Any) -> AttentionCGSupport:
-        return cls._cudagraph_support
-
-    def build_for_cudagraph_capture(self, common_attn_metadata: Any) -> Any:
-        return self.build(0, common_attn_metadata)
 
     def build(self, common_prefix_len: int, common_attn_metadata: Any, fast_build: bool = False) -> AttentionMetadata:
         m = common_attn_metadata

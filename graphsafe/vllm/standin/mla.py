@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from . import AttentionCGSupport, StandinBackend
+from . import AttentionCGSupport, StandinBackend, StandinBuilder
 
 __all__ = ["StandinMLABackend", "MLAMetadata", "DecodeMetadata"]
 
@@ -39,24 +39,15 @@ class MLAMetadata:
     decode: DecodeMetadata | None = None
 
 
-class MLABuilder:
+class MLABuilder(StandinBuilder):
     """vLLM's MLA metadata builder, decode only."""
 
     _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_BATCH
 
     def __init__(self, kv_cache_spec: Any, layer_names: list[str], vllm_config: Any, device: torch.device):
-        self.kv_cache_spec, self.layer_names, self.vllm_config, self.device = (
-            kv_cache_spec,
-            layer_names,
-            vllm_config,
-            device,
-        )
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         spec = vllm_config.speculative_config
         self.reorder_batch_threshold = 1 + (spec.num_speculative_tokens if spec is not None else 0)
-
-    @classmethod
-    def get_cudagraph_support(cls, vllm_config: Any, kv_cache_spec: Any) -> AttentionCGSupport:
-        return cls._cudagraph_support
 
     def _build_decode(self, block_table_tensor, seq_lens_device, *args: Any, **kwargs: Any) -> DecodeMetadata:
         return DecodeMetadata(block_table=block_table_tensor, seq_lens=seq_lens_device)
