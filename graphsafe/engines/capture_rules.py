@@ -27,7 +27,7 @@ import torch
 
 from .host import BLOCKING, PAGEABLE, HostMemory
 
-__all__ = ["refusal", "HOST_READS"]
+__all__ = ["refusal", "HOST_READS", "tensors_in"]
 
 #: ops that read device data back to the host whatever their arguments
 HOST_READS = {
@@ -57,12 +57,13 @@ GENERATOR = (
 )
 
 
-def _tensors(v: Any):
+def tensors_in(v: Any):
+    """The tensors in an op's argument: the tensor itself, or those of a list or tuple, nested."""
     if isinstance(v, torch.Tensor):
         yield v
     elif isinstance(v, (list, tuple)):
         for x in v:
-            yield from _tensors(x)
+            yield from tensors_in(x)
 
 
 def _default_generator(gen: torch.Generator) -> bool:
@@ -80,7 +81,7 @@ def refusal(func, args: dict[str, Any], host: HostMemory) -> str | None:
     gen = args.get("generator")
     if isinstance(gen, torch.Generator) and not _default_generator(gen):
         return GENERATOR
-    tensors = [t for v in args.values() for t in _tensors(v)]
+    tensors = [t for v in args.values() for t in tensors_in(v)]
     if not tensors or all(host.is_host(t) for t in tensors):
         return None  # host work, done once at capture
     if name in HOST_READS:
@@ -89,7 +90,7 @@ def refusal(func, args: dict[str, Any], host: HostMemory) -> str | None:
         return SYNC
     if name == "aten::histc" and args.get("min", 0) == args.get("max", 0):
         return SYNC
-    if name == "aten::index" and any(t.dtype in _MASKS for t in _tensors(args.get("indices"))):
+    if name == "aten::index" and any(t.dtype in _MASKS for t in tensors_in(args.get("indices"))):
         return SYNC
     if name in _INDEX_PUT:
         indices, value = [i for i in args.get("indices", ()) if i is not None], args["values"]

@@ -31,6 +31,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import CaptureError
 from . import capture_rules
+from .capture_rules import tensors_in as _tensors
 from .hooks import RecorderMode, install_triton_hooks
 from .hooks import active as _active
 from .hooks import local as _local
@@ -430,11 +431,3 @@ def _suspended_global():
         return
     with rec.suspend():
         yield
-
-
-def _tensors(v: Any):
-    if isinstance(v, torch.Tensor):
-        yield v
-    elif isinstance(v, (list, tuple)):
-        for x in v:
-            yield from _tensors(x)
