@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..engines.addresses import DEVICE, HOST, HOST_PINNED
 from ..engines.graph_reader import GraphRead, Node
@@ -165,18 +164,7 @@ def attach(gmap: GraphMap, rec: Recorder, tensors: dict[int, torch.Tensor]) -> N
             continue
         buf = rec.external.get(key)
         if buf is None:
-            t = tensors[key]
-            s = t.untyped_storage()
-            buf = rec.external[key] = ExternalBuffer(
-                key=key,
-                nbytes=s.nbytes(),
-                device=str(t.device),
-                dtype=str(t.dtype),
-                address=key,
-                weak=StorageWeakRef(s),
-                first_use=ptrs[0].where(),
-                graph_only=True,
-            )
+            buf = rec.external[key] = ExternalBuffer.of(tensors[key], key, ptrs[0].where(), graph_only=True)
         for p in ptrs:
             if p.label not in buf.kernels:
                 buf.kernels.append(p.label)

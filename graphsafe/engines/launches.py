@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 __all__ = ["TensorArg", "Launch", "ExternalBuffer", "Override", "freeze"]
 
@@ -57,6 +58,23 @@ class ExternalBuffer:
     #: found only by the graph reader: an address in a kernel's parameters, which says neither that the kernel
     #: reads it in this configuration nor whether it writes it (checked for liveness, not read by the ledger)
     graph_only: bool = False
+
+    @classmethod
+    def of(cls, t: torch.Tensor, key: int, first_use: str, *, strong: bool = False, graph_only: bool = False):
+        """The buffer of ``t``'s storage (``key``: its address), held weakly, and strongly too when ``strong``
+        (the emulator keeps what its graphs read alive as a CUDA graph's pool would not)."""
+        s = t.untyped_storage()
+        return cls(
+            key=key,
+            nbytes=s.nbytes(),
+            device=str(t.device),
+            dtype=str(t.dtype),
+            address=key,
+            weak=StorageWeakRef(s),
+            handle=s if strong else None,
+            first_use=first_use,
+            graph_only=graph_only,
+        )
 
     def alive(self) -> bool:
         """Does anything besides the graph still hold this memory?"""

@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import CaptureError
@@ -192,16 +191,7 @@ class Recorder:
         # a 0-dim host tensor a device op takes is a scalar frozen at capture, not memory the graph reads
         register = register and self.mode != "observe" and not (t.dim() == 0 and self.host.is_host(t))
         if not internal and key not in self.external and key != 0 and register:
-            self.external[key] = ExternalBuffer(
-                key=key,
-                nbytes=s.nbytes(),
-                device=str(t.device),
-                dtype=str(t.dtype),
-                address=key,
-                weak=StorageWeakRef(s),
-                handle=s if self.mode == "emulate" else None,
-                first_use=where,
-            )
+            self.external[key] = ExternalBuffer.of(t, key, where, strong=self.mode == "emulate")
         if not internal and key in self.external and kernel not in self.external[key].kernels:
             self.external[key].kernels.append(kernel)
         return TensorArg(key, str(t.dtype), tuple(t.shape), tuple(t.stride()), int(t.storage_offset()), internal)
