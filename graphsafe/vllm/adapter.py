@@ -127,9 +127,13 @@ class VllmTarget(Target):
         return Support(int(level.value))
 
     @classmethod
-    def config_for(cls, lib: Any, spec: CaptureSpec, speculative_tokens: int, device: torch.device) -> Any:
-        """vLLM's config for ``spec``: FULL graphs at the spec's capture sizes (in tokens)."""
-        q = max(1, speculative_tokens + 1)
+    def config_for(
+        cls, lib: Any, spec: CaptureSpec, speculative_tokens: int, device: torch.device, rows_per_slot: int = 1
+    ) -> Any:
+        """vLLM's config for ``spec``: FULL graphs at the spec's capture sizes, in token rows (``rows_per_slot``
+        rows per request slot, as graphsafe's graphs hold).  vLLM sizes per-batch scratch from these sizes (the
+        split-KV partials of TRITON_ATTN hold as many token rows as the 3D kernel's threshold, a capture size):
+        sizes in slots where a graph holds several rows per slot leave that scratch too small for the graph."""
         return lib.make_config(
             cls.model or MODELS[cls.model_kind],
             dtype=cls.dtype,
@@ -138,7 +142,7 @@ class VllmTarget(Target):
             max_num_batched_tokens=max(spec.max_reqs * spec.max_query_len, spec.max_seq_len),
             block_size=spec.block_size,
             num_blocks=spec.num_blocks,
-            capture_sizes=tuple(s * q for s in spec.default_capture_sizes()),
+            capture_sizes=tuple(s * max(1, rows_per_slot) for s in spec.default_capture_sizes()),
             speculative_tokens=speculative_tokens,
             device=device,
         )
@@ -171,7 +175,7 @@ class VllmTarget(Target):
         self.query_rows = capture_query_len(level, spec)  # token rows per request slot of a graph
         self.max_rows = spec.max_reqs * self.query_rows
         speculative = self.query_rows - 1 if level == Support.UNIFORM_BATCH else 0
-        self.config = self.config_for(self.vl, spec, speculative, self.device)
+        self.config = self.config_for(self.vl, spec, speculative, self.device, rows_per_slot=self.query_rows)
         self.layer_name = f"graphsafe.{type(self).__name__}.{id(self):x}"
         with self.vl.using(self.config):
             self.layer = self.make_layer()

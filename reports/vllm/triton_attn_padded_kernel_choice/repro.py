@@ -238,7 +238,7 @@ def reference(s):
     kvf, tab = kv.float().cpu(), table.cpu()
     kv_ = torch.stack([kvf[int(tab[0, p // BS]), :, p % BS] for p in range(s)]).repeat_interleave(H // HK, 1)
     w = (torch.einsum("hd,thd->ht", q[0].float().cpu(), kv_[..., :D]) * D**-0.5).softmax(-1)
-    return torch.einsum("ht,thd->hd", w, kv_[..., D:])
+    return torch.einsum("ht,thd->hd", w, kv_[..., D:]).to(DEV)
 
 
 def path(launched):

@@ -264,7 +264,7 @@ def reference(query_lens, seq_lens):
             w = (torch.einsum("hd,thd->ht", q[row + j], kv_[: pos + 1, :, :D]) * D**-0.5).softmax(-1)
             rows.append(torch.einsum("ht,thd->hd", w, kv_[: pos + 1, :, D:]))
         row += n
-    return torch.stack(rows)
+    return torch.stack(rows).to(DEV)
 
 
 def capture():

@@ -120,6 +120,16 @@ def test_an_mla_graph_holds_one_uniform_query_length_per_slot():
     assert t.config.speculative_config.num_speculative_tokens == 1  # as vLLM's runner with one draft token
 
 
+def test_vllms_capture_sizes_count_the_token_rows_of_graphsafes_graphs():
+    # vLLM sizes per-batch scratch (TRITON_ATTN's split-KV partials) from its capture sizes, in tokens: a graph
+    # of 4 slots of 4 token rows is a capture size of 16, not 4
+    t = made(STANDIN["vllm:TRITON_ATTN"], SPEC)
+    assert t.query_rows == 4
+    sizes = t.config.compilation_config.cudagraph_capture_sizes
+    assert sorted(sizes) == sorted(s * 4 for s in SPEC.default_capture_sizes())
+    assert max(sizes) == t.max_rows
+
+
 def test_a_batch_its_graph_cannot_hold_is_a_contract_error():
     t = made(STANDIN["vllm:TRITON_MLA"], CaptureSpec(max_reqs=2, max_query_len=2, max_seq_len=64, uniform_query_len=2))
     with pytest.raises(graphsafe.ContractError, match="does not fit a graph"):
