@@ -41,7 +41,6 @@ __all__ = [
     "configure",
     "header",
     "collect",
-    "configure_node",
     "prestart_upcoming",
     "fixture_for",
     "gpu_sharing_hint",
@@ -105,8 +104,6 @@ def configure(config: pytest.Config) -> None:
     opts = config.stash[_RUN] = _resolve(config)
     o.register_profiles()
     prepare_engine(opts.engine)
-    if opts.targets and not hasattr(config, "workerinput"):  # not in xdist workers: see schedule
-        config.pluginmanager.register(schedule.DurationRecorder(config, opts.check.engine), "graphsafe-durations")
     controller = (
         getattr(config.option, "dist", "no") != "no"
         and bool(getattr(config.option, "tx", None))
@@ -170,11 +167,6 @@ def collect(session: pytest.Session, config: pytest.Config, items: list[pytest.I
         collector = GraphsafeCollector.from_parent(session, name="graphsafe", nodeid="graphsafe")
         collector.others = len(items)  # collected before graphsafe's items: they take xdist's first chunks
         items.extend(session.genitems(collector))  # reported like any collector: "collected N items" counts these
-
-
-def configure_node(node: Any) -> None:
-    """xdist controller, for each worker: the durations it read, so that every worker (on any host) orders alike."""
-    node.workerinput[schedule.WORKER_KEY] = schedule.history(node.config, run_of(node.config).check.engine)
 
 
 def prestart_upcoming(item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -279,6 +271,8 @@ class GraphsafeItem(pytest.Item):
         msg = None
         box = None
         opts = run_of(self.config)
+        # the durations' cache key (schedule.DurationRecorder, in xdist's controller, cannot tell it)
+        self.user_properties.append((schedule.ENGINE_PROPERTY, schedule.engine_key(opts.check.engine)))
         try:
             cls, check, run_opts = self._plan()
             box = self._sandbox(cls)

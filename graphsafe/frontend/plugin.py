@@ -171,9 +171,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "graphsafe(**kwargs): options for the graphsafe fixture's checks in this test "
         "(engine, examples, steps, probes, capture_sizes, report_dir, profile, ...)",
     )
-    if asked(config):
-        config.stash[_ASKED] = True
-        _items().configure(config)
+    if not asked(config):
+        return
+    config.stash[_ASKED] = True
+    if _early(config, "targets") and not os.environ.get("PYTEST_XDIST_WORKER"):  # every report: see schedule
+        from . import schedule  # no torch
+
+        config.pluginmanager.register(schedule.DurationRecorder(config), "graphsafe-durations")
+    _items().configure(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -195,8 +200,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    if _active(node.config):
-        _items().configure_node(node)
+    if _active(node.config):  # xdist's controller, for each worker
+        from . import schedule  # no torch
+
+        schedule.configure_node(node)
 
 
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
