@@ -41,6 +41,7 @@ __all__ = [
     "configure",
     "header",
     "collect",
+    "configure_controller",
     "prestart_upcoming",
     "fixture_for",
     "gpu_sharing_hint",
@@ -99,26 +100,29 @@ def prepare_early(config: pytest.Config) -> None:
 
 
 def configure(config: pytest.Config) -> None:
+    """pytest's own process, or an xdist worker: resolve the options (a bad one is a usage error),
+    prepare the engine, and start the fork server warming up while pytest collects."""
     # graphsafe's CUDA pre-screen turns on torch's sync debug mode, which warns that it is a prototype
     config.addinivalue_line("filterwarnings", "ignore:Synchronization debug mode is a prototype feature:UserWarning")
     opts = config.stash[_RUN] = _resolve(config)
     o.register_profiles()
     prepare_engine(opts.engine)
-    controller = (
-        getattr(config.option, "dist", "no") != "no"
-        and bool(getattr(config.option, "tx", None))
-        and not hasattr(config, "workerinput")
-    )  # xdist's controller runs no item
     if (
         opts.targets
         and opts.run.isolate == "target"
         and isinstance(opts.check.engine, str)
         and not engine_problem(opts.engine)
-        and not controller
         and not config.option.collectonly
     ):
         # the fork server imports torch, graphsafe and the targets' libraries while pytest collects
         warm(opts.engine, preload=tuple(m for t in opts.targets for m in preload_of(t)))
+
+
+def configure_controller(config: pytest.Config) -> list[str]:
+    """xdist's controller, once its workers are spawned: resolve the options (a bad one is a usage
+    error) and return the header lines.  It runs no item: no engine, no fork server."""
+    run_of(config)
+    return header(config) or []
 
 
 def header(config: pytest.Config) -> list[str] | None:
