@@ -3,10 +3,11 @@
 Runs the reference suite (default isolation) ``--runs`` times with :mod:`timeline_plugin` and
 splits each run's wall time into
 
-* ``controller_s``: pytest's own process until its ``pytest_configure`` (interpreter, plugins:
-  importing graphsafe's plugin imports torch);
+* ``controller_s``: pytest's own process until its ``pytest_configure`` (interpreter, plugins; without
+  xdist graphsafe's configure imports torch; xdist's controller imports it only once its workers are
+  spawned, alongside their start);
 * ``workers_s``: from there until the last xdist worker's ``pytest_configure`` (each worker imports
-  the plugin, and torch, again; its fork server is started at configure);
+  the plugin, and torch; its fork server is started before that, in the plugin's first hook);
 * ``first_item_s``: from there until the first item starts (collection, and the wait for the fork
   server to import torch, torch._dynamo, triton and graphsafe before it forks the first child);
 * ``items_s``: first item start to last item end (the part that more GPUs divide);

@@ -41,7 +41,7 @@ __all__ = [
     "configure",
     "header",
     "collect",
-    "configure_node",
+    "configure_controller",
     "prestart_upcoming",
     "fixture_for",
     "gpu_sharing_hint",
@@ -100,28 +100,29 @@ def prepare_early(config: pytest.Config) -> None:
 
 
 def configure(config: pytest.Config) -> None:
+    """pytest's own process, or an xdist worker: resolve the options (a bad one is a usage error),
+    prepare the engine, and start the fork server warming up while pytest collects."""
     # graphsafe's CUDA pre-screen turns on torch's sync debug mode, which warns that it is a prototype
     config.addinivalue_line("filterwarnings", "ignore:Synchronization debug mode is a prototype feature:UserWarning")
     opts = config.stash[_RUN] = _resolve(config)
     o.register_profiles()
     prepare_engine(opts.engine)
-    if opts.targets and not hasattr(config, "workerinput"):  # not in xdist workers: see schedule
-        config.pluginmanager.register(schedule.DurationRecorder(config, opts.check.engine), "graphsafe-durations")
-    controller = (
-        getattr(config.option, "dist", "no") != "no"
-        and bool(getattr(config.option, "tx", None))
-        and not hasattr(config, "workerinput")
-    )  # xdist's controller runs no item
     if (
         opts.targets
         and opts.run.isolate == "target"
         and isinstance(opts.check.engine, str)
         and not engine_problem(opts.engine)
-        and not controller
         and not config.option.collectonly
     ):
         # the fork server imports torch, graphsafe and the targets' libraries while pytest collects
         warm(opts.engine, preload=tuple(m for t in opts.targets for m in preload_of(t)))
+
+
+def configure_controller(config: pytest.Config) -> list[str]:
+    """xdist's controller, once its workers are spawned: resolve the options (a bad one is a usage
+    error) and return the header lines.  It runs no item: no engine, no fork server."""
+    run_of(config)
+    return header(config) or []
 
 
 def header(config: pytest.Config) -> list[str] | None:
@@ -170,11 +171,6 @@ def collect(session: pytest.Session, config: pytest.Config, items: list[pytest.I
         collector = GraphsafeCollector.from_parent(session, name="graphsafe", nodeid="graphsafe")
         collector.others = len(items)  # collected before graphsafe's items: they take xdist's first chunks
         items.extend(session.genitems(collector))  # reported like any collector: "collected N items" counts these
-
-
-def configure_node(node: Any) -> None:
-    """xdist controller, for each worker: the durations it read, so that every worker (on any host) orders alike."""
-    node.workerinput[schedule.WORKER_KEY] = schedule.history(node.config, run_of(node.config).check.engine)
 
 
 def prestart_upcoming(item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -279,6 +275,8 @@ class GraphsafeItem(pytest.Item):
         msg = None
         box = None
         opts = run_of(self.config)
+        # the durations' cache key (schedule.DurationRecorder, in xdist's controller, cannot tell it)
+        self.user_properties.append((schedule.ENGINE_PROPERTY, schedule.engine_key(opts.check.engine)))
         try:
             cls, check, run_opts = self._plan()
             box = self._sandbox(cls)

@@ -11,7 +11,11 @@ nothing until graphsafe is asked for: it imports neither torch nor triton and le
 
 * a ``--graphsafe*`` option or a ``graphsafe_*`` ini key: the machinery
   (:mod:`graphsafe.frontend.items`) is imported at start-up, and on a machine without a GPU
-  Triton is switched to its interpreter before conftest files and test modules define kernels;
+  Triton is switched to its interpreter before conftest files and test modules define kernels.
+  Not in pytest-xdist's controller (:func:`xdist_controller`), which runs no item: it imports
+  nothing heavy at start-up, spawns its workers (each of which does the above), and only then
+  resolves the options and prints the header (``pytest_runtestloop``), so that its own torch
+  import delays no worker;
 * the ``graphsafe`` fixture (with its ``@pytest.mark.graphsafe(...)`` keywords): the machinery is
   imported at the fixture's first use, and the interpreter switched on then, which is too late for
   kernels defined at collection (a warning says so, and how to ask at start-up instead).
@@ -39,7 +43,7 @@ import pytest
 
 from .. import defaults
 
-__all__ = ["graphsafe", "asked"]
+__all__ = ["graphsafe", "asked", "xdist_controller", "xdist_worker"]
 
 #: the options that take a value: ``--graphsafe-<name>`` and the ini key ``graphsafe_<name>``
 _VALUED = {
@@ -141,16 +145,47 @@ def _early(config: pytest.Config, name: str) -> Any:
     return value if value not in ("", []) else None
 
 
+def xdist_worker(config: pytest.Config) -> bool:
+    """True in a pytest-xdist worker (set before the worker's first hook; ``workerinput`` only later)."""
+    return bool(os.environ.get("PYTEST_XDIST_WORKER")) or hasattr(config, "workerinput")
+
+
+def xdist_controller(config: pytest.Config, early: bool = False) -> bool:
+    """True in pytest-xdist's controller: the process that spawns workers, hands them the items and
+    runs none itself.  Not with ``-n 0``, ``-p no:xdist`` or ``--collect-only`` (pytest's own
+    process then collects and runs), nor in a worker.
+
+    ``early``: from the known arguments, before xdist's ``pytest_cmdline_main`` turns ``-n K`` into
+    ``--tx``; ``-n auto`` counts as a controller unless it comes to 0 workers (``--pdb``, or
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS=0``).  Later, what xdist decides (``--dist`` and ``--tx``)."""
+    if xdist_worker(config):
+        return False
+    ns = config.known_args_namespace if early else config.option
+    if getattr(ns, "collectonly", False):
+        return False
+    if early:
+        n = getattr(ns, "numprocesses", None)
+        if n in ("auto", "logical"):
+            return not getattr(ns, "usepdb", False) and os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") != "0"
+        if n is not None:
+            return n > 0
+        dist = "load" if getattr(ns, "distload", False) else getattr(ns, "dist", "no")
+    else:
+        dist = getattr(ns, "dist", "no")
+    return dist not in (None, "no") and bool(getattr(ns, "tx", None))
+
+
 def _start_server_early(config: pytest.Config) -> None:
     """Start the sandboxes' fork server before this process imports torch, where items will run here in
     sandboxes: pytest's own process without xdist, or an xdist worker (not the controller, which runs
     no item).  A guess from the options as given: ``items.configure`` resolves them, and the server
     checks its guess then (:func:`graphsafe.frontend.sandbox.server.start_early`)."""
-    ns = config.known_args_namespace
-    worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))
-    controller = not worker and getattr(ns, "numprocesses", None) not in (None, 0)
     isolate = _early(config, "isolate") or "target"
-    if controller or getattr(ns, "collectonly", False) or isolate != "target" or not _early(config, "targets"):
+    if (
+        getattr(config.known_args_namespace, "collectonly", False)
+        or isolate != "target"
+        or not _early(config, "targets")
+    ):
         return
     from .sandbox import server  # no torch: the server imports it, while this process imports its own
 
@@ -160,7 +195,8 @@ def _start_server_early(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     # Before conftest files import kernel modules: the engine decides whether Triton runs interpreted.
-    if asked(early_config, early=True):
+    # xdist's controller runs no item: it imports nothing heavy here (its workers do this themselves).
+    if asked(early_config, early=True) and not xdist_controller(early_config, early=True):
         _start_server_early(early_config)
         _items().prepare_early(early_config)
 
@@ -171,9 +207,31 @@ def pytest_configure(config: pytest.Config) -> None:
         "graphsafe(**kwargs): options for the graphsafe fixture's checks in this test "
         "(engine, examples, steps, probes, capture_sizes, report_dir, profile, ...)",
     )
-    if asked(config):
-        config.stash[_ASKED] = True
+    if not asked(config):
+        return
+    config.stash[_ASKED] = True
+    if _early(config, "targets") and not xdist_worker(config):  # where every report arrives: see schedule
+        from . import schedule  # no torch
+
+        config.pluginmanager.register(schedule.DurationRecorder(config), "graphsafe-durations")
+    if not xdist_controller(config):  # the controller resolves the options once its workers start
         _items().configure(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """xdist's controller, its workers just spawned (in xdist's ``pytest_sessionstart``): resolve the
+    options here, importing torch while the workers start, and print the header lines.  A bad option is
+    a usage error (exit code 4) before xdist's loop reads any worker's event, so the workers, which
+    fail on it too, are torn down without a word."""
+    config = session.config
+    if _active(config) and xdist_controller(config):
+        lines = _items().configure_controller(config)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and reporter.showheader and not reporter.no_header:  # as pytest's header
+            for line in lines:
+                reporter.write_line(line)
+    return None  # a firstresult hook: xdist's loop runs next
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -183,7 +241,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    return _items().header(config) if _active(config) else None
+    # xdist's controller prints them later, once its options are resolved (pytest_runtestloop)
+    return _items().header(config) if _active(config) and not xdist_controller(config) else None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -195,8 +254,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    if _active(node.config):
-        _items().configure_node(node)
+    if _active(node.config):  # xdist's controller, for each worker
+        from . import schedule  # no torch
+
+        schedule.configure_node(node)
 
 
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:

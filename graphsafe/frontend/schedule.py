@@ -33,6 +33,10 @@ Ties keep the given order.  The order depends only on the targets, the durations
 workers, and an xdist worker takes the durations the controller read (handed over in its
 ``workerinput``), not its own cache (a worker on another host has another one), so every worker
 collects the same list.
+
+The controller's part (:func:`configure_node`, :class:`DurationRecorder`) imports neither torch nor
+the checker: the controller hands over every engine's durations and each worker picks its own, and
+each item names its engine in its report (the ``graphsafe_engine`` user property).
 """
 
 from __future__ import annotations
@@ -42,15 +46,24 @@ from typing import Any
 
 import pytest
 
-from ..checker import resolve_target
-from .devices import uses_cuda
-
-__all__ = ["CACHE_KEY", "WORKER_KEY", "kind_of", "longest_first", "history", "DurationRecorder"]
+__all__ = [
+    "CACHE_KEY",
+    "WORKER_KEY",
+    "ENGINE_PROPERTY",
+    "kind_of",
+    "longest_first",
+    "engine_key",
+    "history",
+    "configure_node",
+    "DurationRecorder",
+]
 
 #: pytest cache key: {engine: {target: seconds}}
 CACHE_KEY = "graphsafe/durations"
-#: the ``workerinput`` key under which the xdist controller hands its {target: seconds} to each worker
+#: the ``workerinput`` key under which the xdist controller hands its {engine: {target: seconds}} to each worker
 WORKER_KEY = "graphsafe_durations"
+#: the user property in which each graphsafe item reports its engine's key (:func:`engine_key`)
+ENGINE_PROPERTY = "graphsafe_engine"
 
 PASSES, FINDS, ERROR = "passes", "finds", "error"
 #: relative lengths by kind when no duration was ever recorded (see the module docstring)
@@ -59,6 +72,8 @@ _PRIOR = {FINDS: 2.0, PASSES: 1.0}  # an error runs first (expected() gives it -
 
 def kind_of(target: str) -> str:
     """``passes``, ``finds`` or ``error`` (see the module docstring) for a target name."""
+    from ..checker import resolve_target  # torch: only where items are collected
+
     try:
         cls, _ = resolve_target(target)
     except Exception:  # noqa: BLE001 - whatever it is, the item reports it at once
@@ -107,45 +122,67 @@ def _first_chunks(ranked: list[str], workers: int) -> list[str]:
     return first + rest
 
 
-def _engine_key(engine: Any) -> str:
+def engine_key(engine: Any) -> str:
+    """The durations' key for checks on ``engine`` here: ``cuda`` or ``emulate`` (imports torch)."""
+    from .devices import uses_cuda  # torch: only in workers and pytest's own process, never the controller
+
     return "cuda" if isinstance(engine, str) and uses_cuda(engine) else "emulate"
+
+
+def _cached(config: pytest.Config) -> dict[str, Any]:
+    """{engine: {target: seconds}} from pytest's cache ({} without one)."""
+    cache = getattr(config, "cache", None)  # none with -p no:cacheprovider
+    data = cache.get(CACHE_KEY, {}) if cache is not None else {}
+    return data if isinstance(data, dict) else {}
 
 
 def history(config: pytest.Config, engine: Any) -> dict[str, float]:
     """Seconds per target from an earlier run on ``engine`` ({} without pytest's cache); in an xdist
-    worker, what the controller handed over."""
+    worker, from what the controller handed over."""
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:
-        got = workerinput.get(WORKER_KEY)
-    else:
-        cache = getattr(config, "cache", None)
-        data = cache.get(CACHE_KEY, {}) if cache is not None else {}
-        got = data.get(_engine_key(engine), {}) if isinstance(data, dict) else {}
+    data = workerinput.get(WORKER_KEY) if workerinput is not None else _cached(config)
+    got = data.get(engine_key(engine)) if isinstance(data, dict) else None
     return dict(got) if isinstance(got, dict) else {}
 
 
+def configure_node(node: Any) -> None:
+    """xdist's controller, for each worker: every engine's durations it read, so that every worker (on
+    any host) orders alike; the worker picks its engine's (:func:`history`)."""
+    node.workerinput[WORKER_KEY] = _cached(node.config)
+
+
 class DurationRecorder:
-    """Adds up each graphsafe item's phases as reports arrive; stores them in the cache at the end.
+    """Adds up each graphsafe item's phases as reports arrive; stores them in the cache at the end,
+    under the engine key the reports carry (:data:`ENGINE_PROPERTY`).
 
     Registered only where every report arrives and the cache exists: not in xdist workers.
     """
 
-    def __init__(self, config: pytest.Config, engine: Any):
-        self.config, self.engine = config, engine
+    def __init__(self, config: pytest.Config):
+        self.config = config
         self.seconds: dict[str, float] = {}
+        self.engines: dict[str, str] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         name = report.nodeid
         if name.startswith("graphsafe[") and name.endswith("]"):
             target = name[len("graphsafe[") : -1]
             self.seconds[target] = self.seconds.get(target, 0.0) + float(report.duration or 0.0)
+            engine = dict(report.user_properties).get(ENGINE_PROPERTY)
+            if isinstance(engine, str):
+                self.engines[target] = engine
 
     def pytest_sessionfinish(self) -> None:
         cache = getattr(self.config, "cache", None)  # none with -p no:cacheprovider
-        if cache is None or not self.seconds:
+        recorded: dict[str, dict[str, float]] = {}
+        for target, seconds in self.seconds.items():
+            engine = self.engines.get(target)  # none: the item never reported its engine
+            if engine is not None:
+                recorded.setdefault(engine, {})[target] = round(seconds, 3)
+        if cache is None or not recorded:
             return
-        data = cache.get(CACHE_KEY, {})
-        data = data if isinstance(data, dict) else {}
-        engine = _engine_key(self.engine)
-        data[engine] = {**(data.get(engine) or {}), **{t: round(s, 3) for t, s in self.seconds.items()}}
+        data = _cached(self.config)
+        for engine, times in recorded.items():
+            earlier = data.get(engine)
+            data[engine] = {**(earlier if isinstance(earlier, dict) else {}), **times}
         cache.set(CACHE_KEY, data)

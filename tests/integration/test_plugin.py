@@ -333,12 +333,13 @@ def test_durations_are_recorded_in_the_cache_and_order_the_next_run(gs):
     )
     result.assert_outcomes(passed=1, failed=1)
     recorded = json.loads((gs.path / ".pytest_cache" / "v" / "graphsafe" / "durations").read_text())
+    assert list(recorded) == ["emulate"]  # the engine the workers' items reported
     assert sorted(recorded["emulate"]) == ["mymod:Fresh", "mymod:Safe"]
     assert all(s > 0 for s in recorded["emulate"].values())
     # every item says which worker ran it and how long each sandbox child it waited for took to start
     for case in ET.parse(gs.path / "junit.xml").getroot().iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        assert props["graphsafe_worker"] in ("gw0", "gw1")
+        assert props["graphsafe_worker"] in ("gw0", "gw1") and props["graphsafe_engine"] == "emulate"
         startups = json.loads(props["graphsafe_startups"])
         assert [s["method"] for s in startups] == ["forkserver"] and startups[0]["seconds"] > 0, startups
     # a recorded duration wins over the given order and over the kind (Fresh, buggy, would go first)
@@ -382,7 +383,7 @@ def test_longest_first_order():
     assert schedule.longest_first(list(kinds), kinds, timed, workers=3) == ["e", "a", "d", "c", "b"]  # one each
     assert schedule.longest_first(list(kinds), kinds, timed, workers=2, others=4) == ["e", "a", "d", "b", "c"]
     # an xdist worker orders by what the controller handed over, not by its own cache (another host has another)
-    worker = SimpleNamespace(workerinput={schedule.WORKER_KEY: {"a": 1.0}}, cache=None)
+    worker = SimpleNamespace(workerinput={schedule.WORKER_KEY: {"emulate": {"a": 1.0}}}, cache=None)
     assert schedule.history(worker, "emulate") == {"a": 1.0}
     assert schedule.history(SimpleNamespace(workerinput={}), "emulate") == {}
     assert [schedule.kind_of(t) for t in ("flex", "flex:fresh_metadata", "nosuch")] == ["passes", "finds", "error"]
