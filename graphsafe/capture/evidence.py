@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,13 +22,13 @@ from ..engines import as_outputs
 from ..engines.recording import Launch, Override, Recorder, TensorArg
 from ..findings import Mismatch
 from .context import StepContext, live_rows
-from .ledger import PrepareLedger, fill_other, fill_zero, poison_floats, prepare_calls, prepare_writes, storages_of
+from .ledger import PrepareLedger, poison_floats, prepare_calls, prepare_writes, storages_of
 from .regions import byte_region, region_name, tensor_args, written_args
 from .session import call_target
 from .statewalk import byte_view, paths_by_storage, storage_key, walk
-from .statics import SavedStatics, randomise_static, static_dict, static_keys
+from .statics import randomise_static, static_dict, static_keys
 
-__all__ = ["Evidence", "ReadOrigin", "ScratchRun", "carried_inputs"]
+__all__ = ["Evidence", "ReadOrigin", "ScratchRun"]
 
 _INDEX = re.compile(r"\[[^\[\]]*\]")
 
@@ -60,41 +59,6 @@ class ScratchRun:
     paths: dict[int, list[str]] | None = None  # storage -> attribute paths in the run's instance
     static: dict[str, torch.Tensor] | None = None  # the run's static state, when asked to keep it
     overridden: int = 0  # host values the last forward ran with overridden (see scratch_overridden)
-
-
-#: per graph (its recording), what :func:`carried_inputs` found for each buffer: a property of the graph, so
-#: the examples and shrinks that fail on one graph ask once
-_CARRIED: weakref.WeakKeyDictionary[Recorder, dict[int, bool]] = weakref.WeakKeyDictionary()
-
-
-def carried_inputs(ctx: StepContext, keys: list[int]) -> list[int]:
-    """Of ``keys`` (buffers the graph writes), those a replay also reads before writing: its live outputs
-    change with what the buffer held before it.  Replayed once with every candidate zeroed, then once per
-    candidate with it alone filled otherwise (:func:`fill_other`), static state restored each time.  A
-    workspace the graph fills before reading is not one; an accumulator or a work counter that nothing in
-    the graph resets is.  Remembered per graph."""
-    known = _CARRIED.setdefault(ctx.graph.recording, {})
-    g = ctx.session.target
-    tensors = {k: t for k, t in storages_of(g, ctx.session.static_keys).items() if k in keys and k not in known}
-    if tensors:
-        saved = SavedStatics(static_dict(g), ctx.seed, ctx.region, ctx.comparator.paged)
-        before = {k: byte_view(t).clone() for k, t in tensors.items()}
-
-        def replay(key: int | None) -> list[torch.Tensor]:
-            saved.restore()
-            for k, t in tensors.items():
-                fill_other(t) if k == key else fill_zero(t)
-            return ctx.replay_live()
-
-        try:
-            base = replay(None)
-            for k in tensors:
-                known[k] = bool(ctx.comparator.outputs(base, replay(k), ctx.batch, bitwise=True))
-        finally:
-            saved.restore()
-            for k, t in tensors.items():
-                byte_view(t).copy_(before[k])
-    return [k for k in keys if known.get(k)]
 
 
 class Evidence:

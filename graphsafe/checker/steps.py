@@ -220,7 +220,7 @@ class ExampleRunner:
             for probe in at_stage("step"):
                 f = probe.run(ctx)
                 if f is not None:  # explained: reported, or the check does not report this kind
-                    return self._finish(f, probe.name, ctx) if probe.name in self.enabled else None
+                    return self._finish(f, probe.name, ctx) if f.kind.value in self.enabled else None
             # Wait for the replay here, although the clones and the eager run would queue behind it: a
             # device fault (an illegal address, a trap) then surfaces in the replay, not in the target's
             # eager prepare() where it would pass for the target's own error; and nothing the graph

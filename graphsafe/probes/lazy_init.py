@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import difflib
 
+from ..capture.carried import carried_inputs
 from ..capture.context import StepContext
-from ..capture.evidence import carried_inputs
 from ..capture.regions import byte_region, written_args
 from ..engines.recording import Launch, TensorArg
 from ..findings import Finding, FindingKind

@@ -8,16 +8,19 @@ replay can change (:class:`~graphsafe.capture.statics.SavedStatics`): a large KV
 example's blocks.  Only when they differ, the buffers the graph both writes and reads before
 writing (an accumulator or a work counter that only ``prepare`` resets) are looked for, by
 replaying over two fills of each: the finding names the one that carries a replay into the next.
+Without one, the replays may race through padded rows an earlier batch left behind: that is reported as
+``stale-padding`` (:func:`graphsafe.probes.stale_padding.race`).
 """
 
 from __future__ import annotations
 
+from ..capture.carried import carried_inputs
 from ..capture.compare import identical
 from ..capture.context import StepContext
-from ..capture.evidence import carried_inputs
 from ..capture.statewalk import paths_by_storage
 from ..capture.statics import SavedStatics, static_dict
 from ..findings import Finding, FindingKind
+from . import stale_padding
 
 KIND = FindingKind.NONDETERMINISTIC_REPLAY
 STAGE = "step"
@@ -42,6 +45,9 @@ def run(ctx: StepContext) -> Finding | None:
     written = [k for k, b in ext.items() if k in info.graph_written and k not in ctx.session.static_keys and b.alive()]
     carriers = carried_inputs(ctx, written)
     if not carriers:
+        padding = stale_padding.race(ctx, saved, mism)  # a race through padded rows an earlier batch left
+        if padding is not None:
+            return padding
         return Finding(kind=KIND, message=msg, where=m.tensor, mismatches=mism, cause=f"output:{m.tensor}")
     paths = paths_by_storage(ctx.session.target)
     names = [", ".join(paths.get(k) or info.paths.get(k) or [hex(k)]) for k in carriers]

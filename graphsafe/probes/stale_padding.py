@@ -10,14 +10,25 @@ A second eager run of only the failing step on a fresh instance tells the two pa
   alone explains it: the buffers the graph reads differ from the fresh run's in padded rows (past this
   batch's live requests) and nowhere else.  A difference in live rows (a plan kept from warm-up, an
   accumulator never reset) is another cause, and this probe does not claim it.
+
+Stale padding can also make the graph race with itself: a padded row that keeps an earlier batch's cache slot
+writes there in the same launch as the live row that owns the slot now, and which write lands is undefined.
+Two replays of one batch then differ, which the ``nondeterministic-replay`` probe sees first; it asks
+:func:`race` whether the replays agree once the padded rows hold what a fresh instance's ``prepare()`` writes
+there, and reports this kind when they do.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..capture.compare import identical
 from ..capture.context import StepContext
-from ..findings import Finding, FindingKind
+from ..capture.ledger import poison_floats, storages_of
+from ..capture.session import call_target
+from ..capture.statewalk import storage_key, walk
+from ..capture.statics import SavedStatics, randomise_static, static_dict, static_keys
+from ..findings import Finding, FindingKind, Mismatch
 
 KIND = FindingKind.STALE_PADDING
 STAGE = "diagnose"
@@ -50,7 +61,7 @@ def _rows(bad: torch.Tensor) -> str:
     return f"[{first}:{last + 1}]" if bool(bad.any()) else ""
 
 
-def _input_paths(ctx) -> set[str]:
+def input_paths(ctx) -> set[str]:
     """Attribute paths of buffers the graph reads and does not write itself."""
     info = ctx.info
     return {
@@ -63,7 +74,7 @@ def _input_paths(ctx) -> set[str]:
 
 def _unwritten_rows(ctx, fresh) -> dict[str, tuple[int, int]]:
     """Input buffers that prepare left (partly) unwritten, by the rows where the NaN poison survives."""
-    inputs = _input_paths(ctx)
+    inputs = input_paths(ctx)
     return {
         path: _row_span(t.isnan())
         for path, t in fresh.buffers_after_prepare.items()
@@ -108,7 +119,7 @@ def run(ctx: StepContext) -> Finding | None:
             msg += f"; prepare() leaves {', '.join(stale[:4])} unwritten (poisoned) past this batch"
         where = stale[0].split("[")[0] if stale else m.tensor
     else:
-        differing = _differing_rows(ev.scratch, ev.fresh_scratch, _input_paths(ctx))
+        differing = _differing_rows(ev.scratch, ev.fresh_scratch, input_paths(ctx))
         if not differing or any(first < padded.num_reqs for first, _ in differing.values()):
             ev.note(
                 KIND.value,
@@ -124,4 +135,69 @@ def run(ctx: StepContext) -> Finding | None:
     cause = f"buffer:{where}" if stale else f"output:{m.tensor}"
     return Finding(
         kind=KIND, message=msg, where=where, details={"stale_buffers": stale}, mismatches=hist_m, cause=cause
+    )
+
+
+#: fresh-padding replay pairs that must all agree before a race is put down to the padding (a race can
+#: happen to land alike twice)
+RACE_PAIRS = 3
+
+
+def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> Finding | None:
+    """Two replays of this step's prepared batch differed (``mism``; ``before`` holds the static state the
+    first one started from).  A stale-padding finding when the graph instance's inputs differ from what a
+    fresh instance's ``prepare()`` writes for this batch only past the live requests, and the replays agree,
+    :data:`RACE_PAIRS` times over, once those rows hold the fresh values; else None.  The instance's inputs and
+    static state are given back as they were."""
+    g, padded = ctx.session.target, ctx.padded[-1]
+    inst = ctx.target_cls()
+    call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)
+    statics = static_keys(inst) | ctx.session.share_constants(inst)
+    randomise_static(inst, ctx.seed)
+    poison_floats(storages_of(inst, exclude=statics).values())  # as the graph instance before its prepare()
+    call_target("prepare(batch) [diagnosis]", inst.prepare, padded)
+    fresh = {p: t for p, t in walk(inst) if storage_key(t) not in statics}
+    inputs = input_paths(ctx)
+    stale: dict[str, tuple[torch.Tensor, torch.Tensor, tuple[int, int]]] = {}
+    for path, t in walk(g):
+        f = fresh.get(path)
+        if path not in inputs or path in stale or f is None or f.shape != t.shape or f.dtype != t.dtype:
+            continue
+        bad = ~((t == f) | (t.isnan() & f.isnan())) if t.dtype.is_floating_point else t != f
+        if bool(bad.any()):
+            stale[path] = (t, f, _row_span(bad))
+    if not stale or any(first < padded.num_reqs for _, _, (first, _) in stale.values()):
+        return None  # nothing stale, or live rows differ too: not the padding alone
+    kept = {path: t.clone() for path, (t, _, _) in stale.items()}
+    after = SavedStatics(static_dict(g), ctx.seed, ctx.region, ctx.comparator.paged)
+    try:
+        for t, f, _ in stale.values():
+            t.copy_(f)
+        for _ in range(RACE_PAIRS):
+            before.restore()
+            first = ctx.replay_live(wait=False)
+            before.restore()
+            second = ctx.replay_live()
+            if not identical(first, second) and ctx.comparator.outputs(first, second, ctx.batch, bitwise=True):
+                return None  # they race with fresh padding too: another cause
+    finally:
+        for path, (t, _, _) in stale.items():
+            t.copy_(kept[path])
+        after.restore()
+        ctx.engine.synchronize()
+    names = [f"{path}[{first}:{last + 1}]" for path, (_, _, (first, last)) in stale.items()]
+    m = mism[0]
+    slots = f"slots {padded.num_reqs}..{padded.num_slots - 1} and token rows past {padded.num_tokens}"
+    return Finding(
+        kind=KIND,
+        message=(
+            f"two replays of one prepared batch differ in {m.tensor} ({m.count}/{m.total}, max abs {m.max_abs:.3g}), "
+            f"and agree once {', '.join(names[:4])} hold what prepare() writes there on a fresh instance: the padding "
+            f"({slots}) keeps an earlier batch's values, and the graph's work through them races with the live rows' "
+            "(two writes to one place in one launch: which lands is undefined)"
+        ),
+        where=names[0].split("[")[0],
+        details={"stale_buffers": names, "race": True},
+        mismatches=mism,
+        cause=f"buffer:{names[0].split('[')[0]}",
     )

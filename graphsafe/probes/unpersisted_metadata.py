@@ -26,8 +26,8 @@ from collections.abc import Iterator
 
 import torch
 
+from ..capture.carried import carried_inputs
 from ..capture.context import StepContext
-from ..capture.evidence import carried_inputs
 from ..capture.regions import byte_region, tensor_args
 from ..capture.writers import trace_writes
 from ..findings import Finding, FindingKind

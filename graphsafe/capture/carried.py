@@ -1,0 +1,55 @@
+"""Buffers a graph carries from one replay into the next: it writes them, and a replay reads what the one
+before left there (an accumulator or a work counter nothing in the graph resets).  Found by replaying over
+filled buffers (:func:`carried_inputs`), for the probes that explain differing replays or unwritten reads."""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from ..engines.recording import Recorder
+from .context import StepContext
+from .ledger import fill_other, fill_zero, storages_of
+from .statewalk import byte_view
+from .statics import SavedStatics, static_dict
+
+__all__ = ["carried_inputs"]
+
+
+#: per graph (its recording), what :func:`carried_inputs` found for each buffer: a property of the graph, so
+#: the examples and shrinks that fail on one graph ask once
+_CARRIED: weakref.WeakKeyDictionary[Recorder, dict[int, bool]] = weakref.WeakKeyDictionary()
+
+
+def carried_inputs(ctx: StepContext, keys: list[int]) -> list[int]:
+    """Of ``keys`` (buffers the graph writes), those a replay also reads before writing: its live outputs
+    change with what the buffer held before it.  Replayed once with every candidate zeroed, then once per
+    candidate with it alone filled otherwise (:func:`fill_other`), static state restored each time.  A
+    workspace the graph fills before reading is not one; an accumulator or a work counter that nothing in
+    the graph resets is.  A graph whose two replays over the same fills differ races (two writes to one
+    place in one launch), and then no buffer is named.  Remembered per graph."""
+    known = _CARRIED.setdefault(ctx.graph.recording, {})
+    g = ctx.session.target
+    tensors = {k: t for k, t in storages_of(g, ctx.session.static_keys).items() if k in keys and k not in known}
+    if tensors:
+        saved = SavedStatics(static_dict(g), ctx.seed, ctx.region, ctx.comparator.paged)
+        before = {k: byte_view(t).clone() for k, t in tensors.items()}
+
+        def replay(key: int | None) -> list[torch.Tensor]:
+            saved.restore()
+            for k, t in tensors.items():
+                fill_other(t) if k == key else fill_zero(t)
+            return ctx.replay_live()
+
+        try:
+            base = replay(None)
+            if ctx.comparator.outputs(base, replay(None), ctx.batch, bitwise=True):
+                return []  # the graph differs from itself over the same fills (a race): no buffer is to blame
+            for k in tensors:
+                known[k] = bool(ctx.comparator.outputs(base, replay(k), ctx.batch, bitwise=True))
+        finally:
+            saved.restore()
+            for k, t in tensors.items():
+                byte_view(t).copy_(before[k])
+    return [k for k in keys if known.get(k)]

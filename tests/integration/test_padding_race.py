@@ -1,0 +1,49 @@
+"""A race through padded rows: two replays of one batch differ because padded rows write into live slots.
+When the padded rows hold an earlier batch's values (they agree once a fresh prepare()'s values are put there),
+the finding is stale-padding, naming the buffer; a race fresh padding has too stays nondeterministic-replay."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import graphsafe
+from graphsafe import Batch
+from tests.targets.races import RacyCache, RacyCacheSharedSlot, RacyCacheStaleSlots
+
+#: the graph captured on 8 requests of 4 tokens (blocks 1..8); the step's 4 requests own blocks 5..8, so the
+#: padded rows 16..31, left with the capture's slots, aim at the 16 slots its live rows write
+CAPTURE = Batch(query_lens=(4,) * 8, seq_lens=(4,) * 8, block_table=tuple((b,) for b in range(1, 9)), seed=11)
+STEP = Batch(query_lens=(4,) * 4, seq_lens=(4,) * 4, block_table=((5,), (6,), (7,), (8,)), seed=12)
+
+
+def reproduce(target: type) -> graphsafe.CheckResult:
+    torch.manual_seed(0)  # the scatter's drawn order: with 16 slots written twice, two replays differ anyway
+    return graphsafe.reproduce(target, [STEP], capture_batch=CAPTURE, capture_size=8, engine="emulate")
+
+
+def test_a_race_through_padded_rows_an_earlier_batch_left_is_stale_padding():
+    r = reproduce(RacyCacheStaleSlots)
+    assert [f.kind.value for f in r.findings] == ["stale-padding"]
+    f = r.findings[0]
+    assert f.details["race"] is True
+    assert f.details["stale_buffers"] == ["self.slots[16:32]"]
+    assert "two replays of one prepared batch differ" in f.message
+
+
+def test_a_race_that_fresh_padding_has_too_stays_nondeterministic_replay():
+    r = reproduce(RacyCacheSharedSlot)
+    assert [f.kind.value for f in r.findings] == ["nondeterministic-replay"]
+
+
+def test_the_same_cache_with_its_padding_in_the_null_block_passes():
+    assert reproduce(RacyCache).ok
+
+
+@pytest.mark.parametrize("probes", [["nondeterministic-replay"]])
+def test_a_check_that_does_not_report_stale_padding_does_not_report_the_race_as_another_kind(probes):
+    torch.manual_seed(0)
+    r = graphsafe.reproduce(
+        RacyCacheStaleSlots, [STEP], capture_batch=CAPTURE, capture_size=8, engine="emulate", probes=probes
+    )
+    assert r.ok
