@@ -61,13 +61,14 @@ def _rows(bad: torch.Tensor) -> str:
     return f"[{first}:{last + 1}]" if bool(bad.any()) else ""
 
 
-def input_paths(ctx) -> set[str]:
-    """Attribute paths of buffers the graph reads and does not write itself."""
+def input_paths(ctx, recorded: bool = False) -> set[str]:
+    """Attribute paths of buffers the graph reads and does not write itself (``recorded``: only those a recorded
+    launch reads, not those only the graph reader shows, whose addresses are no proof of a read)."""
     info = ctx.info
     return {
         p
-        for key in ctx.graph.recording.external
-        if key not in info.graph_written and key not in ctx.session.static_keys
+        for key, buf in ctx.graph.recording.external.items()
+        if key not in info.graph_written and key not in ctx.session.static_keys and not (recorded and buf.graph_only)
         for p in info.paths.get(key, [])
     }
 
@@ -145,10 +146,10 @@ RACE_PAIRS = 3
 
 def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> Finding | None:
     """Two replays of this step's prepared batch differed (``mism``; ``before`` holds the static state the
-    first one started from).  A stale-padding finding when the graph instance's inputs differ from what a
-    fresh instance's ``prepare()`` writes for this batch only past the live requests, and the replays agree,
-    :data:`RACE_PAIRS` times over, once those rows hold the fresh values; else None.  The instance's inputs and
-    static state are given back as they were."""
+    first one started from).  A stale-padding finding when the graph instance's inputs (those recorded launches
+    read) differ from what a fresh instance's ``prepare()`` writes for this batch only past the live requests,
+    and the replays agree, :data:`RACE_PAIRS` times over, once those rows hold the fresh values; else None.  The
+    instance's inputs and static state are given back as they were."""
     g, padded = ctx.session.target, ctx.padded[-1]
     inst = ctx.target_cls()
     call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)
@@ -157,7 +158,7 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> Findin
     poison_floats(storages_of(inst, exclude=statics).values())  # as the graph instance before its prepare()
     call_target("prepare(batch) [diagnosis]", inst.prepare, padded)
     fresh = {p: t for p, t in walk(inst) if storage_key(t) not in statics}
-    inputs = input_paths(ctx)
+    inputs = input_paths(ctx, recorded=True)  # a library's workspace is not rewritten with another instance's bytes
     stale: dict[str, tuple[torch.Tensor, torch.Tensor, tuple[int, int]]] = {}
     for path, t in walk(g):
         f = fresh.get(path)
