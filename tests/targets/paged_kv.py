@@ -28,6 +28,15 @@ def spec_for(size_bytes: int) -> CaptureSpec:
     return CaptureSpec(**_SHAPE, num_blocks=max(size_bytes // BLOCK_BYTES, CaptureSpec(**_SHAPE).num_blocks))
 
 
+def live_slots(batch: Batch, block_size: int) -> list[int]:
+    """The cache slot of each live token, in token order."""
+    return [
+        batch.block_table[r][p // block_size] * block_size + p % block_size
+        for r, (q, s) in enumerate(zip(batch.query_lens, batch.seq_lens))
+        for p in range(s - q, s)
+    ]
+
+
 class PagedKV(graphsafe.Target):
     """Safe: forward() writes this step's tokens into their cache slots and reads them back."""
 
@@ -46,15 +55,13 @@ class PagedKV(graphsafe.Target):
         return {"kv_cache": self.kv}
 
     def prepare(self, batch: Batch):
-        n, bs = batch.num_tokens, self.block_size
+        n = batch.num_tokens
         self.x[:n] = graphsafe.seeded((n, D), seed=batch.seed, device=self.x.device)
         self.x[n:] = 0
-        slots = [
-            batch.block_table[r][p // bs] * bs + p % bs
-            for r, (q, s) in enumerate(zip(batch.query_lens, batch.seq_lens))
-            for p in range(s - q, s)
-        ]
-        self.slots[:n] = torch.tensor(slots, dtype=torch.int64)
+        self.slots[:n] = torch.tensor(live_slots(batch, self.block_size), dtype=torch.int64)
+        self.pad_slots(n)
+
+    def pad_slots(self, n: int) -> None:
         self.slots[n:] = 0  # padding writes zeros into the null block 0
 
     def forward(self):

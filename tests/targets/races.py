@@ -15,51 +15,20 @@ from __future__ import annotations
 
 import torch
 
-import graphsafe
-from graphsafe import Batch, CaptureSpec, Support
+from graphsafe import CaptureSpec
 
-D = 32
+from .paged_kv import PagedKV
+
 SPEC = CaptureSpec(max_reqs=8, max_query_len=4, max_seq_len=64, block_size=16)
 
 
-def live_slots(batch: Batch, block_size: int) -> list[int]:
-    """The cache slot of each live token, in token order."""
-    return [
-        batch.block_table[r][p // block_size] * block_size + p % block_size
-        for r, (q, s) in enumerate(zip(batch.query_lens, batch.seq_lens))
-        for p in range(s - q, s)
-    ]
-
-
-class RacyCache(graphsafe.Target):
+class RacyCache(PagedKV):
     """Safe: each live token writes its own slot; padded rows write zeros into the null block."""
 
-    support = Support.ALWAYS
     default_spec = SPEC
 
-    def setup(self, spec, device):
-        rows = spec.max_reqs * spec.max_query_len
-        self.block_size = spec.block_size
-        self.kv = torch.zeros(spec.num_blocks, spec.block_size, D, device=device)
-        self.x = torch.zeros(rows, D, device=device)
-        self.slots = torch.zeros(rows, dtype=torch.int64, device=device)
-        self.out = torch.zeros(rows, D, device=device)
-
-    def static(self):
-        return {"kv_cache": self.kv}
-
-    def prepare(self, batch: Batch):
-        n = batch.num_tokens
-        self.x[:n] = graphsafe.seeded((n, D), seed=batch.seed, device=self.x.device)
-        self.x[n:] = 0
-        self.slots[:n] = torch.tensor(live_slots(batch, self.block_size), dtype=torch.int64)
-        self.pad_slots(n)
-
-    def pad_slots(self, n: int) -> None:
-        self.slots[n:] = 0  # the null block: no request owns it
-
     def forward(self):
-        flat = self.kv.view(-1, D)
+        flat = self.kv.view(-1, self.x.shape[1])
         order = torch.rand(self.slots.shape[0], device=self.slots.device).argsort()  # a scatter's undefined order
         flat.index_copy_(0, self.slots[order], self.x[order])
         torch.index_select(flat, 0, self.slots, out=self.out)
