@@ -8,8 +8,8 @@ replay can change (:class:`~graphsafe.capture.statics.SavedStatics`): a large KV
 example's blocks.  Only when they differ, the buffers the graph both writes and reads before
 writing (an accumulator or a work counter that only ``prepare`` resets) are looked for, by
 replaying over two fills of each: the finding names the one that carries a replay into the next.
-Without one, the replays may race through padded rows an earlier batch left behind: that is reported as
-``stale-padding`` (:func:`graphsafe.probes.stale_padding.race`).
+First, though, the replays may race through padded rows an earlier batch left behind: when they agree once
+those rows hold fresh values, that is reported as ``stale-padding`` (:func:`graphsafe.probes.stale_padding.race`).
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ def run(ctx: StepContext) -> Finding | None:
         return None
     m = mism[0]
     msg = f"two replays of one prepared batch differ in {m.tensor}: {m.count}/{m.total} values, max abs {m.max_abs:.3g}"
+    padding = stale_padding.race(ctx, saved, mism)  # a race through padded rows an earlier batch left
+    if padding is not None:
+        return padding
     ext, info = ctx.graph.recording.external, ctx.info
     written = [k for k, b in ext.items() if k in info.graph_written and k not in ctx.session.static_keys and b.alive()]
     carriers = carried_inputs(ctx, written)
     if not carriers:
-        padding = stale_padding.race(ctx, saved, mism)  # a race through padded rows an earlier batch left
-        if padding is not None:
-            return padding
         return Finding(kind=KIND, message=msg, where=m.tensor, mismatches=mism, cause=f"output:{m.tensor}")
     paths = paths_by_storage(ctx.session.target)
     names = [", ".join(paths.get(k) or info.paths.get(k) or [hex(k)]) for k in carriers]
