@@ -48,7 +48,8 @@ def deadline(seconds: float, label: str) -> Iterator[None]:
     sympy lazily, and a half-made sympy fails every later check of the process), so the interruption
     waits for the import to end.  A hang inside native code (a GPU kernel that never ends) cannot be
     interrupted: ``HARD_STOP_GRACE_S`` later the process writes every thread's stack and exits, which is
-    why isolation is the safe mode for backends that may hang.
+    why isolation is the safe mode for backends that may hang.  Once the alarm has fired, whatever error
+    leaves the block is the timeout: code it interrupted may have turned it into an error of its own.
     """
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
         yield
@@ -68,17 +69,27 @@ def deadline(seconds: float, label: str) -> Iterator[None]:
     try:
         yield
     except _Deadline:
-        at = where[0] if where and where[0] else ""
-        raise TargetTimeout(
-            f"{label}: no result within {seconds:g} s: the target hangs (an endless loop or a blocking call)"
-            + (f"; it was in {at}" if at else ""),
-            where=at,
-            timeout=seconds,
-        ) from None
+        raise _timed_out(label, seconds, where) from None
+    except Exception:
+        if not where:
+            raise
+        # the deadline fired inside code that turned it into an error of its own (Hypothesis, interrupted
+        # while it sets a search up, fails an internal assertion): the time is up all the same
+        raise _timed_out(label, seconds, where) from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         faulthandler.cancel_dump_traceback_later()
+
+
+def _timed_out(label: str, seconds: float, where: list[str]) -> TargetTimeout:
+    at = where[0] if where and where[0] else ""
+    return TargetTimeout(
+        f"{label}: no result within {seconds:g} s: the target hangs (an endless loop or a blocking call)"
+        + (f"; it was in {at}" if at else ""),
+        where=at,
+        timeout=seconds,
+    )
 
 
 def _importing(frame: Any) -> bool:
