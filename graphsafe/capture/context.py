@@ -18,7 +18,7 @@ from ..engines import Engine, Graph
 from ..engines.recording import Launch
 from ..errors import ContractError
 from ..findings import Mismatch
-from .compare import Comparator
+from .compare import Comparator, identical
 from .ledger import float_bytes, poison_bytes
 
 __all__ = ["CaptureInfo", "CaptureContext", "StepContext", "live_rows"]
@@ -129,6 +129,17 @@ class StepContext:
         if self.graph.poison_views is None:
             self.graph.poison_views = float_bytes(self.graph.outputs)
         return self.graph.poison_views
+
+    def replay_twice(self, between: Any) -> tuple[list[torch.Tensor], list[Mismatch]]:
+        """Replay this step's prepared batch twice, ``between.restore()`` (a ``SavedStatics`` of the static state
+        the first replay starts from) run in between: the second replay's live rows, and where the two differ
+        bitwise (``[]`` when they agree, the usual answer, found for a fraction of the comparison's cost)."""
+        first = self.replay_live(wait=False)  # only the graph instance's own work runs before the second, waited for
+        between.restore()
+        second = self.replay_live()
+        return second, [] if identical(first, second) else self.comparator.outputs(
+            first, second, self.batch, bitwise=True
+        )
 
     def replay_live(self, fill: Any = None, *, wait: bool = True) -> list[torch.Tensor]:
         """Replay the graph over this step's prepared buffers (outputs NaN-filled first, or ``fill``)

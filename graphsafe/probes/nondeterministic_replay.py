@@ -15,7 +15,6 @@ those rows hold fresh values, that is reported as ``stale-padding`` (:func:`grap
 from __future__ import annotations
 
 from ..capture.carried import carried_inputs
-from ..capture.compare import identical
 from ..capture.context import StepContext
 from ..capture.statewalk import paths_by_storage
 from ..capture.statics import SavedStatics, static_dict
@@ -30,13 +29,7 @@ def run(ctx: StepContext) -> Finding | None:
     if ctx.step_index != 0:
         return None
     saved = SavedStatics(static_dict(ctx.session.target), ctx.seed, ctx.region, ctx.comparator.paged)
-    first = ctx.replay_live(wait=False)  # only the graph instance's own work runs before the second, waited for
-    saved.restore()
-    second = ctx.replay_live()
-    ctx.replayed = second
-    if identical(first, second):  # the usual answer, for a fraction of the comparison's cost
-        return None
-    mism = ctx.comparator.outputs(first, second, ctx.batch, bitwise=True)
+    ctx.replayed, mism = ctx.replay_twice(saved)
     if not mism:
         return None
     m = mism[0]

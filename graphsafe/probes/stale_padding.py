@@ -22,23 +22,26 @@ from __future__ import annotations
 
 import torch
 
-from ..capture.compare import identical
 from ..capture.context import StepContext
+from ..capture.evidence import fresh_instance
 from ..capture.ledger import poison_floats, storages_of
 from ..capture.session import call_target
 from ..capture.statewalk import storage_key, walk
-from ..capture.statics import SavedStatics, randomise_static, static_dict, static_keys
+from ..capture.statics import SavedStatics, randomise_static, static_dict
 from ..findings import Finding, FindingKind, Mismatch
 
 KIND = FindingKind.STALE_PADDING
 STAGE = "diagnose"
 
 
-def _differing_rows(hist, fresh, paths: set[str]) -> dict[str, tuple[int, int]]:
-    """Buffer path -> (first, last) row where the history run's buffer differs from the fresh run's."""
+def _differing_rows(
+    now: dict[str, torch.Tensor], fresh: dict[str, torch.Tensor], paths: set[str]
+) -> dict[str, tuple[int, int]]:
+    """Buffer path -> (first, last) row where a buffer of ``now`` differs from the same path's in ``fresh``
+    (paths -> tensors after a prepare), for the ``paths`` given."""
     out = {}
-    for path, t in hist.buffers_after_prepare.items():
-        f = fresh.buffers_after_prepare.get(path)
+    for path, t in now.items():
+        f = fresh.get(path)
         if path not in paths or f is None or f.shape != t.shape or f.dtype != t.dtype or t.numel() == 0:
             continue
         bad = ~((t == f) | (t.isnan() & f.isnan())) if t.dtype.is_floating_point else t != f
@@ -88,6 +91,13 @@ def _unwritten_buffers(ctx, fresh) -> list[str]:
     return [f"{path}[{first}:{last + 1}]" for path, (first, last) in _unwritten_rows(ctx, fresh).items()]
 
 
+def _padding(padded) -> str:
+    """What is padding in ``padded`` (the batch as the graph ran it), in words."""
+    if padded.is_padded:
+        return f"slots {padded.num_reqs}..{padded.num_slots - 1} and token rows past {padded.num_tokens}"
+    return f"token rows past this batch's {padded.num_tokens} tokens"
+
+
 def run(ctx: StepContext) -> Finding | None:
     ev = ctx.evidence
     hist_m = ev.scratch_mismatches(ev.scratch)
@@ -95,11 +105,7 @@ def run(ctx: StepContext) -> Finding | None:
         ev.note(KIND.value, "an eager run of the example's padded steps (same poison, no graph) agrees with eager")
         return None
     padded = ctx.padded[-1]
-    slots = (
-        f"slots {padded.num_reqs}..{padded.num_slots - 1} and token rows past {padded.num_tokens}"
-        if padded.is_padded
-        else f"token rows past this batch's {padded.num_tokens} tokens"
-    )
+    slots = _padding(padded)
     fresh_m = ev.scratch_mismatches(ev.fresh_scratch)
     m = hist_m[0]
     if fresh_m:
@@ -120,7 +126,9 @@ def run(ctx: StepContext) -> Finding | None:
             msg += f"; prepare() leaves {', '.join(stale[:4])} unwritten (poisoned) past this batch"
         where = stale[0].split("[")[0] if stale else m.tensor
     else:
-        differing = _differing_rows(ev.scratch, ev.fresh_scratch, input_paths(ctx))
+        differing = _differing_rows(
+            ev.scratch.buffers_after_prepare, ev.fresh_scratch.buffers_after_prepare, input_paths(ctx)
+        )
         if not differing or any(first < padded.num_reqs for first, _ in differing.values()):
             ev.note(
                 KIND.value,
@@ -151,50 +159,38 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> Findin
     and the replays agree, :data:`RACE_PAIRS` times over, once those rows hold the fresh values; else None.  The
     instance's inputs and static state are given back as they were."""
     g, padded = ctx.session.target, ctx.padded[-1]
-    inst = ctx.target_cls()
-    call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, ctx.engine.device)
-    statics = static_keys(inst) | ctx.session.share_constants(inst)
+    inst, statics = fresh_instance(ctx)
     randomise_static(inst, ctx.seed)
     poison_floats(storages_of(inst, exclude=statics).values())  # as the graph instance before its prepare()
     call_target("prepare(batch) [diagnosis]", inst.prepare, padded)
     fresh = {p: t for p, t in walk(inst) if storage_key(t) not in statics}
-    inputs = input_paths(ctx, recorded=True)  # a library's workspace is not rewritten with another instance's bytes
-    stale: dict[str, tuple[torch.Tensor, torch.Tensor, tuple[int, int]]] = {}
-    for path, t in walk(g):
-        f = fresh.get(path)
-        if path not in inputs or path in stale or f is None or f.shape != t.shape or f.dtype != t.dtype:
-            continue
-        bad = ~((t == f) | (t.isnan() & f.isnan())) if t.dtype.is_floating_point else t != f
-        if bool(bad.any()):
-            stale[path] = (t, f, _row_span(bad))
-    if not stale or any(first < padded.num_reqs for _, _, (first, _) in stale.values()):
+    now = dict(walk(g))
+    # only buffers a recorded launch reads: a library's workspace is not rewritten with another instance's bytes
+    stale = _differing_rows(now, fresh, input_paths(ctx, recorded=True))
+    if not stale or any(first < padded.num_reqs for first, _ in stale.values()):
         return None  # nothing stale, or live rows differ too: not the padding alone
-    kept = {path: t.clone() for path, (t, _, _) in stale.items()}
+    kept = {path: now[path].clone() for path in stale}
     after = SavedStatics(static_dict(g), ctx.seed, ctx.region, ctx.comparator.paged)
     try:
-        for t, f, _ in stale.values():
-            t.copy_(f)
+        for path in stale:
+            now[path].copy_(fresh[path])
         for _ in range(RACE_PAIRS):
             before.restore()
-            first = ctx.replay_live(wait=False)
-            before.restore()
-            second = ctx.replay_live()
-            if not identical(first, second) and ctx.comparator.outputs(first, second, ctx.batch, bitwise=True):
+            if ctx.replay_twice(before)[1]:
                 return None  # they race with fresh padding too: another cause
     finally:
-        for path, (t, _, _) in stale.items():
-            t.copy_(kept[path])
+        for path in stale:
+            now[path].copy_(kept[path])
         after.restore()
         ctx.engine.synchronize()
-    names = [f"{path}[{first}:{last + 1}]" for path, (_, _, (first, last)) in stale.items()]
+    names = [f"{path}[{first}:{last + 1}]" for path, (first, last) in stale.items()]
     m = mism[0]
-    slots = f"slots {padded.num_reqs}..{padded.num_slots - 1} and token rows past {padded.num_tokens}"
     return Finding(
         kind=KIND,
         message=(
             f"two replays of one prepared batch differ in {m.tensor} ({m.count}/{m.total}, max abs {m.max_abs:.3g}), "
             f"and agree once {', '.join(names[:4])} hold what prepare() writes there on a fresh instance: the padding "
-            f"({slots}) keeps an earlier batch's values, and the graph's work through them races with the live rows' "
+            f"({_padding(padded)}) keeps an earlier batch's values, and the graph's work through them races with the live rows' "
             "(two writes to one place in one launch: which lands is undefined)"
         ),
         where=names[0].split("[")[0],
