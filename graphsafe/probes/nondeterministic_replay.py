@@ -34,14 +34,22 @@ def run(ctx: StepContext) -> Finding | None:
         return None
     m = mism[0]
     msg = f"two replays of one prepared batch differ in {m.tensor}: {m.count}/{m.total} values, max abs {m.max_abs:.3g}"
-    padding = stale_padding.race(ctx, saved, mism)  # a race through padded rows an earlier batch left
+    padding, why = stale_padding.race(ctx, saved, mism)  # a race through padded rows an earlier batch left
     if padding is not None:
         return padding
+    msg += f" (not stale padding: {why})"
     ext, info = ctx.graph.recording.external, ctx.info
     written = [k for k, b in ext.items() if k in info.graph_written and k not in ctx.session.static_keys and b.alive()]
     carriers = carried_inputs(ctx, written)
     if not carriers:
-        return Finding(kind=KIND, message=msg, where=m.tensor, mismatches=mism, cause=f"output:{m.tensor}")
+        return Finding(
+            kind=KIND,
+            message=msg,
+            where=m.tensor,
+            mismatches=mism,
+            cause=f"output:{m.tensor}",
+            details={"padding": why},
+        )
     paths = paths_by_storage(ctx.session.target)
     names = [", ".join(paths.get(k) or info.paths.get(k) or [hex(k)]) for k in carriers]
     msg += (
@@ -53,6 +61,6 @@ def run(ctx: StepContext) -> Finding | None:
         message=msg,
         where=names[0],
         mismatches=mism,
-        details={"carried": names},
+        details={"carried": names, "padding": why},
         cause="buffer:" + names[0].split(", ")[0],
     )

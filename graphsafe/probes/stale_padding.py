@@ -50,6 +50,13 @@ def _differing_rows(
     return out
 
 
+def _past_live(differing: dict[str, tuple[int, int]], num_reqs: int) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """Split buffers by where they differ (path -> (first, last) row): those only past the live requests (the
+    padding), and the paths of those that differ in a live request's row as well."""
+    past = {p: span for p, span in differing.items() if span[0] >= num_reqs}
+    return past, [p for p in differing if p not in past]
+
+
 def _row_span(bad: torch.Tensor) -> tuple[int, int]:
     if bad.dim() == 0:
         return (0, 0)
@@ -129,13 +136,18 @@ def run(ctx: StepContext) -> Finding | None:
         differing = _differing_rows(
             ev.scratch.buffers_after_prepare, ev.fresh_scratch.buffers_after_prepare, input_paths(ctx)
         )
-        if not differing or any(first < padded.num_reqs for first, _ in differing.values()):
+        past, live = _past_live(differing, padded.num_reqs)
+        recorded = input_paths(ctx, recorded=True)
+        proof = [p for p in live if p in recorded]  # live rows a recorded launch reads: another cause
+        if not past or proof:
+            seen = ", ".join(f"{p}[{a}:{b + 1}]" for p, (a, b) in differing.items() if p in proof) or "none"
             ev.note(
                 KIND.value,
-                "the example's history changes live rows of the inputs, or none the graph reads: not padding alone",
+                "the example's history changes no input past this batch's requests, or live rows of one a recorded "
+                f"launch reads ({seen}): not padding alone",
             )
             return None  # history changed live rows, or nothing the graph reads: not padding alone
-        stale = [f"{path}[{first}:{last + 1}]" for path, (first, last) in differing.items()]
+        stale = [f"{path}[{first}:{last + 1}]" for path, (first, last) in past.items()]
         msg = (
             f"after an earlier, larger batch, the padding ({slots}) keeps stale values in {', '.join(stale[:4])}"
             f"; {m.tensor} differs ({m.count}/{m.total}, max abs {m.max_abs:.3g})"
@@ -152,12 +164,14 @@ def run(ctx: StepContext) -> Finding | None:
 RACE_PAIRS = 3
 
 
-def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> Finding | None:
+def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> tuple[Finding | None, str]:
     """Two replays of this step's prepared batch differed (``mism``; ``before`` holds the static state the
-    first one started from).  A stale-padding finding when the graph instance's inputs (those recorded launches
-    read) differ from what a fresh instance's ``prepare()`` writes for this batch only past the live requests,
-    and the replays agree, :data:`RACE_PAIRS` times over, once those rows hold the fresh values; else None.  The
-    instance's inputs and static state are given back as they were."""
+    first one started from).  A stale-padding finding when some inputs of the graph instance (those recorded
+    launches read) differ from what a fresh instance's ``prepare()`` writes for this batch only past the live
+    requests, and the replays agree, :data:`RACE_PAIRS` times over, once those rows hold the fresh values.  Only
+    those rows change, so the test holds whatever else differs.  With it, or with None, what was seen in words
+    (for the finding that reports the race otherwise).  The instance's inputs and static state are given back as
+    they were."""
     g, padded = ctx.session.target, ctx.padded[-1]
     inst, statics = fresh_instance(ctx)
     randomise_static(inst, ctx.seed)
@@ -166,9 +180,10 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> Findin
     fresh = {p: t for p, t in walk(inst) if storage_key(t) not in statics}
     now = dict(walk(g))
     # only buffers a recorded launch reads: a library's workspace is not rewritten with another instance's bytes
-    stale = _differing_rows(now, fresh, input_paths(ctx, recorded=True))
-    if not stale or any(first < padded.num_reqs for first, _ in stale.values()):
-        return None  # nothing stale, or live rows differ too: not the padding alone
+    stale, _ = _past_live(_differing_rows(now, fresh, input_paths(ctx, recorded=True)), padded.num_reqs)
+    if not stale:
+        return None, "no input a recorded launch reads differs from a fresh prepare() only past the live requests"
+    names = [f"{path}[{first}:{last + 1}]" for path, (first, last) in stale.items()]
     kept = {path: now[path].clone() for path in stale}
     after = SavedStatics(static_dict(g), ctx.seed, ctx.region, ctx.comparator.paged)
     try:
@@ -176,16 +191,15 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> Findin
             now[path].copy_(fresh[path])
         for _ in range(RACE_PAIRS):
             before.restore()
-            if ctx.replay_twice(before)[1]:
-                return None  # they race with fresh padding too: another cause
+            if ctx.replay_twice(before)[1]:  # they race with fresh padding too: another cause
+                return None, f"the replays still differ with fresh values in {', '.join(names[:4])}"
     finally:
         for path in stale:
             now[path].copy_(kept[path])
         after.restore()
         ctx.engine.synchronize()
-    names = [f"{path}[{first}:{last + 1}]" for path, (first, last) in stale.items()]
     m = mism[0]
-    return Finding(
+    finding = Finding(
         kind=KIND,
         message=(
             f"two replays of one prepared batch differ in {m.tensor} ({m.count}/{m.total}, max abs {m.max_abs:.3g}), "
@@ -198,3 +212,4 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> Findin
         mismatches=mism,
         cause=f"buffer:{names[0].split('[')[0]}",
     )
+    return finding, ""

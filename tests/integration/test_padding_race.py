@@ -9,7 +9,7 @@ import torch
 
 import graphsafe
 from graphsafe import Batch
-from tests.targets.races import RacyCache, RacyCacheSharedSlot, RacyCacheStaleSlots
+from tests.targets.races import RacyCache, RacyCacheSharedSlot, RacyCacheStaleSlots, RacyCacheStaleSlotsCounted
 
 #: the graph captured on 8 requests of 4 tokens (blocks 1..8); the step's 4 requests own blocks 5..8, so the
 #: padded rows 16..31, left with the capture's slots, aim at the 16 slots its live rows write
@@ -31,9 +31,16 @@ def test_a_race_through_padded_rows_an_earlier_batch_left_is_stale_padding():
     assert "two replays of one prepared batch differ" in f.message
 
 
+def test_an_input_that_differs_with_history_in_a_live_row_does_not_hide_the_race_through_padding():
+    r = reproduce(RacyCacheStaleSlotsCounted)
+    assert [f.kind.value for f in r.findings] == ["stale-padding"]
+    assert r.findings[0].details["stale_buffers"] == ["self.slots[16:32]"]
+
+
 def test_a_race_that_fresh_padding_has_too_stays_nondeterministic_replay():
     r = reproduce(RacyCacheSharedSlot)
     assert [f.kind.value for f in r.findings] == ["nondeterministic-replay"]
+    assert "not stale padding: no input a recorded launch reads differs from a fresh prepare()" in r.findings[0].message
 
 
 def test_the_same_cache_with_its_padding_in_the_null_block_passes():

@@ -7,6 +7,9 @@ twice keeps either value, and two replays of one batch can differ, exactly when 
 * ``RacyCacheStaleSlots``: padded rows keep the slots of the batch before (the capture batch, at an example's
   first step), so they write zeros into slots that live rows of this batch own, in the same launch
   (FlashInfer's ``stale_padding`` variant, vLLM #57156): stale-padding.
+* ``RacyCacheStaleSlotsCounted``: the same, and ``prepare()`` also counts its calls into a buffer the graph reads
+  (history in a live row, as a library's workspace keeps an earlier plan's bytes) without the race going
+  through it: still stale-padding.
 * ``RacyCacheSharedSlot``: padded row ``n + j`` writes into live token ``j``'s slot on every batch, fresh instance
   or not: a race that is not the padding's history, so nondeterministic-replay.
 """
@@ -52,3 +55,20 @@ class RacyCacheSharedSlot(RacyCache):
     def pad_slots(self, n: int) -> None:
         pad = self.slots.shape[0] - n
         self.slots[n:] = self.slots[torch.arange(pad, device=self.slots.device) % max(n, 1)]  # BUG: live slots
+
+
+class RacyCacheStaleSlotsCounted(RacyCacheStaleSlots):
+    """Buggy: stale padded slots, and a count of ``prepare()`` calls the graph reads (it adds nothing)."""
+
+    def setup(self, spec, device):
+        super().setup(spec, device)
+        self.calls = torch.zeros(1, dtype=torch.int64, device=device)
+
+    def prepare(self, batch):
+        super().prepare(batch)
+        self.calls += 1  # differs from a fresh instance's in row 0, whatever the batch
+
+    def forward(self):
+        super().forward()
+        self.out.add_(self.calls.clamp(max=0))  # read, adds 0
+        return self.out
