@@ -3,7 +3,8 @@
 #   bash benchmarks/vllm_gpu.sh PART OUTDIR [ARGS...]
 # PART: smoke RELEASE (every vLLM target, 10 examples, seed 0), campaign RELEASE [campaign args] (the campaign:
 #       200 examples, 3 seeds, explored captures, isolated; ARGS go to benchmarks/vllm_campaign.py),
-#       tests RELEASE (the vLLM tests of the test suite, on this GPU).
+#       tests RELEASE (the vLLM tests of the test suite marked cuda, on this GPU: the stand-in tests' CPU checks
+#       would switch Triton to its interpreter for the process).
 # RELEASE: 0.26 or 0.33.  vLLM comes from the environment when it imports there; else from a bundle of its
 # Python tree, $VL/site026.tgz or $VL/site033.tgz (VL defaults to .vl), unpacked onto PYTHONPATH, with a copy of
 # vLLM's model-info cache $VL/cache026 or $VL/cache033 as VLLM_CACHE_ROOT (so that ModelConfig need not import
@@ -42,7 +43,7 @@ case $part in
   campaign)
     step "campaign$tag" "${LIMIT:-540}" $py benchmarks/vllm_campaign.py --out "$out/campaign$tag" "$@" ;;
   tests)
-    step "tests$tag" "${LIMIT:-300}" $py -m pytest -q -p no:randomly -p no:cacheprovider -n 0 \
+    step "tests$tag" "${LIMIT:-300}" $py -m pytest -q -p no:randomly -p no:cacheprovider -n 0 -m cuda -rs \
       tests/unit/vllm tests/integration/test_vllm.py ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac

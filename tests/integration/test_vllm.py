@@ -1,6 +1,7 @@
 """graphsafe's vLLM targets: on the CPU through the stand-in of vLLM's classes (each mistake gets exactly its kind,
 each backend as shipped none, from the Python API, the command line and isolated), and on a GPU with vLLM
-itself (skipped, with the reason, where vLLM or a GPU is missing).  The H100 campaign is
+itself (skipped, with the reason, where vLLM or a GPU is missing; marked ``cuda``: run them apart from the
+stand-in tests, whose CPU checks switch Triton to its interpreter for the process).  The H100 campaign is
 benchmarks/vllm_campaign.py."""
 
 from __future__ import annotations
@@ -107,12 +108,14 @@ def test_an_isolated_sandbox_loads_a_target_made_for_any_backend():
         box.close()
 
 
+@pytest.mark.cuda
 @needs_vllm
 def test_vllms_triton_mla_as_shipped_gets_no_finding_on_a_gpu():
     result = check("vllm:TRITON_MLA", engine="cuda", capture="explore", examples=8)
     assert result.ok, result.summary()
 
 
+@pytest.mark.cuda
 @needs_vllm
 @pytest.mark.parametrize(
     "name, capture",
