@@ -27,19 +27,30 @@ def _ran(row: dict) -> bool:
 
 
 def summary(rows: list[dict]) -> dict:
-    """Which rows are clean (no expected kind) or exact (a buggy variant) in every seed, and which are not."""
+    """Which rows are clean (no expected kind) or exact (a buggy variant) in every seed, and which are not.  A seed
+    that did not run (the campaign's budget was spent) counts neither way: a row right in every seed that ran, with
+    some not run, is ``..._where_run``, and ``seeds_not_run`` says how many."""
     out: dict[str, list[str]] = {
         "stock_clean_every_seed": [],
+        "stock_clean_where_run": [],
         "stock_with_findings": [],
         "buggy_exact_every_seed": [],
+        "buggy_exact_where_run": [],
         "buggy_not_exact": [],
+        "seeds_not_run": [],
     }
     for r in rows:
         label = f"{r['target']} {r['vllm']}"
-        good = all(set(k) == set(r["expected"]) for k in r["found"])
-        key = ("buggy_exact_every_seed" if good else "buggy_not_exact") if r["expected"] else None
-        key = key or ("stock_clean_every_seed" if good else "stock_with_findings")
+        ran = [k for k in r["found"] if k != ["not run"]]
+        good = bool(ran) and all(set(k) == set(r["expected"]) for k in ran)
+        partial = len(ran) < len(r["found"])
+        if r["expected"]:
+            key = ("buggy_exact_where_run" if partial else "buggy_exact_every_seed") if good else "buggy_not_exact"
+        else:
+            key = ("stock_clean_where_run" if partial else "stock_clean_every_seed") if good else "stock_with_findings"
         out[key].append(label)
+        if partial:
+            out["seeds_not_run"].append(f"{label}: {len(r['found']) - len(ran)} of {len(r['found'])}")
     return out
 
 

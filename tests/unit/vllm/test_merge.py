@@ -51,7 +51,26 @@ def test_the_summary_sorts_rows_by_whether_each_seed_found_what_was_expected():
     ]
     assert vllm_merge.summary(rows) == {
         "stock_clean_every_seed": ["vllm:A 0.33.0"],
+        "stock_clean_where_run": [],
         "stock_with_findings": ["vllm:B 0.33.0"],
         "buggy_exact_every_seed": ["vllm:A:bug 0.33.0"],
+        "buggy_exact_where_run": [],
         "buggy_not_exact": ["vllm:A:other 0.33.0"],
+        "seeds_not_run": [],
     }
+
+
+def test_a_seed_that_did_not_run_counts_neither_way():
+    rows = [
+        row("vllm:A:bug", [["lazy-init"], ["not run"]], ("lazy-init",)),
+        row("vllm:A:other", [["stale-padding"], ["not run"]], ("lazy-init",)),
+        row("vllm:A:none", [["not run"]], ("lazy-init",)),
+    ]
+    out = vllm_merge.summary(rows)
+    assert out["buggy_exact_where_run"] == ["vllm:A:bug 0.33.0"] and out["buggy_exact_every_seed"] == []
+    assert out["buggy_not_exact"] == ["vllm:A:other 0.33.0", "vllm:A:none 0.33.0"]
+    assert out["seeds_not_run"] == [
+        "vllm:A:bug 0.33.0: 1 of 2",
+        "vllm:A:other 0.33.0: 1 of 2",
+        "vllm:A:none 0.33.0: 1 of 1",
+    ]
