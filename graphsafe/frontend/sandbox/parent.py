@@ -337,8 +337,8 @@ class Sandbox:
             )
         else:
             what = (
-                f"no result within {timeout:g} s: the target hangs (an endless kernel or a blocking call); "
-                "its process was killed"
+                f"no result within {timeout:g} s: the target hangs (an endless kernel or a blocking call), "
+                "or the check needs more time (shrinking a failure runs it hundreds of times: raise the timeout); its process was killed"
             )
         if where:
             what += f"; it was in {where}"
