@@ -57,6 +57,17 @@ def _past_live(differing: dict[str, tuple[int, int]], num_reqs: int) -> tuple[di
     return past, [p for p in differing if p not in past]
 
 
+def padding_alone(
+    differing: dict[str, tuple[int, int]], num_reqs: int, recorded: set[str]
+) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """Whether buffers that differ after the example's history (path -> (first, last) row) put the difference
+    down to the padding alone: the buffers that differ only past the live requests, and the ones that stop
+    the claim, buffers a recorded launch reads (``recorded``) that differ in a live row too.  A live-row
+    difference only the graph reader shows (a library's workspace, maybe written before it is read) does not."""
+    past, live = _past_live(differing, num_reqs)
+    return past, [p for p in live if p in recorded]
+
+
 def _row_span(bad: torch.Tensor) -> tuple[int, int]:
     if bad.dim() == 0:
         return (0, 0)
@@ -136,10 +147,8 @@ def run(ctx: StepContext) -> Finding | None:
         differing = _differing_rows(
             ev.scratch.buffers_after_prepare, ev.fresh_scratch.buffers_after_prepare, input_paths(ctx)
         )
-        past, live = _past_live(differing, padded.num_reqs)
-        recorded = input_paths(ctx, recorded=True)
-        proof = [p for p in live if p in recorded]  # live rows a recorded launch reads: another cause
-        if not past or proof:
+        past, proof = padding_alone(differing, padded.num_reqs, input_paths(ctx, recorded=True))
+        if not past or proof:  # nothing past the live requests, or live rows a recorded launch reads: another cause
             seen = ", ".join(f"{p}[{a}:{b + 1}]" for p, (a, b) in differing.items() if p in proof) or "none"
             ev.note(
                 KIND.value,
