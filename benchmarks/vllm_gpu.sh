@@ -4,7 +4,7 @@
 # PART: smoke RELEASE (every vLLM target, 10 examples, seed 0), campaign RELEASE [campaign args] (the campaign:
 #       200 examples, 3 seeds, explored captures, isolated; ARGS go to benchmarks/vllm_campaign.py),
 #       tests RELEASE (the vLLM tests of the test suite marked cuda, on this GPU: the stand-in tests' CPU checks
-#       would switch Triton to its interpreter for the process).
+#       leave Triton's interpreter set-up in the process, and vLLM failed after them).
 # RELEASE: 0.26 or 0.33.  vLLM comes from the environment when it imports there; else from a bundle of its
 # Python tree, $VL/site026.tgz or $VL/site033.tgz (VL defaults to .vl), unpacked onto PYTHONPATH, with a copy of
 # vLLM's model-info cache $VL/cache026 or $VL/cache033 as VLLM_CACHE_ROOT (so that ModelConfig need not import

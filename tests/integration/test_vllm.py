@@ -1,7 +1,7 @@
 """graphsafe's vLLM targets: on the CPU through the stand-in of vLLM's classes (each mistake gets exactly its kind,
 each backend as shipped none, from the Python API, the command line and isolated), and on a GPU with vLLM
 itself (skipped, with the reason, where vLLM or a GPU is missing; marked ``cuda``: run them apart from the
-stand-in tests, whose CPU checks switch Triton to its interpreter for the process).  The H100 campaign is
+stand-in tests, whose CPU checks leave Triton's interpreter set-up in the process).  The H100 campaign is
 benchmarks/vllm_campaign.py."""
 
 from __future__ import annotations
