@@ -28,7 +28,7 @@ from .session import call_target
 from .statewalk import byte_view, paths_by_storage, storage_key, walk
 from .statics import randomise_static, static_dict, static_keys
 
-__all__ = ["Evidence", "ReadOrigin", "ScratchRun", "fresh_instance"]
+__all__ = ["Evidence", "ReadOrigin", "ScratchRun"]
 
 _INDEX = re.compile(r"\[[^\[\]]*\]")
 
@@ -61,7 +61,7 @@ class ScratchRun:
     overridden: int = 0  # host values the last forward ran with overridden (see scratch_overridden)
 
 
-def fresh_instance(ctx: StepContext) -> tuple[Any, set[int]]:
+def _fresh_instance(ctx: StepContext) -> tuple[Any, set[int]]:
     """A new instance of the target, set up as the graph instance was (its constants shared): the instance
     and the storage keys of its static state and constants."""
     inst = ctx.target_cls()
@@ -336,7 +336,7 @@ class Evidence:
         self, history: bool, padded: bool = True, overrides: tuple[Override, ...] = (), keep_static: bool = False
     ) -> ScratchRun:
         ctx = self.ctx
-        inst, statics = fresh_instance(ctx)
+        inst, statics = _fresh_instance(ctx)
         steps = ctx.padded if padded else ctx.history
         # without the graph instance's history, the earlier steps run as the eager reference ran them
         # (unpadded): state they leave by design (a KV cache) is then the reference's, and only this step differs
@@ -390,7 +390,7 @@ class Evidence:
         """What an eager forward() launches for the capture batch itself, on a fresh instance run the way the
         capture ran (prepare, warm-up, pre-screen, then the recorded call): the control for a launch diff."""
         ctx = self.ctx
-        inst, _ = fresh_instance(ctx)
+        inst, _ = _fresh_instance(ctx)
         randomise_static(inst, ctx.seed)
         call_target("prepare(batch) [diagnosis]", capture_prepare(inst), ctx.info.batch)
         for _ in range(2):

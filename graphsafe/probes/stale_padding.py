@@ -23,11 +23,9 @@ from __future__ import annotations
 import torch
 
 from ..capture.context import StepContext
-from ..capture.evidence import fresh_instance
-from ..capture.ledger import poison_floats, storages_of
-from ..capture.session import call_target
-from ..capture.statewalk import storage_key, walk
-from ..capture.statics import SavedStatics, randomise_static, static_dict
+from ..capture.evidence import Evidence
+from ..capture.statewalk import walk
+from ..capture.statics import SavedStatics, static_dict
 from ..findings import Finding, FindingKind, Mismatch
 
 KIND = FindingKind.STALE_PADDING
@@ -177,16 +175,15 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> tuple[
     """Two replays of this step's prepared batch differed (``mism``; ``before`` holds the static state the
     first one started from).  A stale-padding finding when some inputs of the graph instance (those recorded
     launches read) differ from what a fresh instance's ``prepare()`` writes for this batch only past the live
-    requests, and the replays agree, :data:`RACE_PAIRS` times over, once those rows hold the fresh values.  Only
+    requests (:attr:`~graphsafe.capture.evidence.Evidence.fresh_scratch`: the step without the instance's history),
+    and the replays agree, :data:`RACE_PAIRS` times over, once those rows hold the fresh values.  Only
     those rows change, so the test holds whatever else differs.  With it, or with None, what was seen in words
     (for the finding that reports the race otherwise).  The instance's inputs and static state are given back as
     they were."""
     g, padded = ctx.session.target, ctx.padded[-1]
-    inst, statics = fresh_instance(ctx)
-    randomise_static(inst, ctx.seed)
-    poison_floats(storages_of(inst, exclude=statics).values())  # as the graph instance before its prepare()
-    call_target("prepare(batch) [diagnosis]", inst.prepare, padded)
-    fresh = {p: t for p, t in walk(inst) if storage_key(t) not in statics}
+    if ctx.evidence is None:  # at the step stage: the diagnosis' evidence, made early (a rare path: replays differ)
+        ctx.evidence = Evidence(ctx)
+    fresh = ctx.evidence.fresh_scratch.buffers_after_prepare  # this step's prepare() without the instance's history
     now = dict(walk(g))
     # only buffers a recorded launch reads: a library's workspace is not rewritten with another instance's bytes
     stale, _ = _past_live(_differing_rows(now, fresh, input_paths(ctx, recorded=True)), padded.num_reqs)
