@@ -5,7 +5,9 @@ grids, constexprs, tensor shapes, the Python branch taken, the host values of op
 calls such as a FlashInfer plan) are diffed against an eager run of the failing batch,
 padded the same way.  A control proves the cause: an eager run of the capture batch
 itself must launch exactly what the capture did, so the difference comes from the batch
-and not from capturing (a branch on ``capturing()``, a planner the capture skipped).
+and not from capturing (a branch on ``capturing()``, a planner the capture skipped).  A frozen
+value explains only what it can reach (:func:`unreached`): a static tensor that differs although
+no launch from the first differing one on takes it leaves the step to the later probes.
 
 Numerics only.  A split count or tile choice frozen at capture can change only the order of a
 reduction.  Such a finding is ``info``, with the measured difference, when two things hold:
@@ -240,6 +242,67 @@ def frozen_values(ctx: StepContext) -> tuple[list[dict], str]:
     return out, "graph"
 
 
+def _first_difference(captured: list[Launch], needed: list[Launch]) -> int:
+    """Position, in both device-work launch lists, of the first launch that differs in kernel, grid, host values
+    or tensor shapes (the launches before it are the same in both)."""
+    for i, (a, b) in enumerate(zip(captured, needed)):
+        if (a.kind, a.name, a.grid) != (b.kind, b.name, b.grid) or any(
+            _shape_only(v) != _shape_only(b.args.get(k)) for k, v in a.args.items()
+        ):
+            return i
+    return min(len(captured), len(needed))
+
+
+def _tensor_keys(v) -> list[int]:
+    if isinstance(v, TensorArg):
+        return [v.key]
+    if isinstance(v, tuple):
+        return [k for x in v for k in _tensor_keys(x)]
+    return []
+
+
+def _touched(launches: list[Launch], paths: dict[int, list[str]]) -> set | None:
+    """Storage keys and attribute paths of every tensor ``launches`` take; None when an opaque call among them
+    takes no tensor the recorder saw (what it touches is unknown)."""
+    out: set = set()
+    for launch in launches:
+        keys = [k for v in launch.args.values() for k in _tensor_keys(v)]
+        if not keys and launch.kind == "opaque":
+            return None
+        out.update(keys)
+        out.update(p for k in keys for p in paths.get(k, ()))
+    return out
+
+
+def unreached(ctx: StepContext) -> list[str]:
+    """Mismatched static tensors that no launch from the first frozen difference on takes, in the graph or in an
+    eager run of this batch: their last write came before it, so the frozen value cannot explain their
+    difference.  Empty when that cannot be told: kernels of the graph that no launch was recorded for (an
+    extension kernel's reads and writes are unknown), or an opaque call whose tensors were not seen."""
+    if ctx.info.graph_map is not None and unseen_kernels(ctx):
+        return []
+    if ctx.info.graph_map is None and ctx.engine.name == "cuda" and any(l.kind == "opaque" for l in ctx.info.launches):
+        return []
+    captured = [launch for launch in ctx.info.launches if launch.device_work]
+    scratch = ctx.evidence.scratch
+    needed = [launch for launch in scratch.launches if launch.device_work]
+    i = _first_difference(captured, needed)
+    graph_side, eager_side = _touched(captured[i:], ctx.info.paths), _touched(needed[i:], scratch.paths or {})
+    if graph_side is None or eager_side is None:
+        return []
+    statics = {f"static[{name!r}]": t for name, t in ctx.graph_static.items()}
+    out = []
+    for m in ctx.mismatches:
+        t = statics.get(m.tensor)
+        if t is None:
+            continue
+        key = t.untyped_storage().data_ptr()
+        names = set(ctx.info.paths.get(key, ()))
+        if key not in graph_side and not names & graph_side and not names & eager_side:
+            out.append(m.tensor)
+    return out
+
+
 def _concerns(diff: dict, kernels: set[str]) -> bool:
     """Is a graph diff about one of ``kernels``: a value of its launch, or a branch that launches it?"""
     if diff["kind"] == "branch":
@@ -252,6 +315,14 @@ def run(ctx: StepContext) -> Finding | None:
     if not diffs:
         return None
     d = diffs[0]
+    late = unreached(ctx) if seen == "launches" else []
+    if late:
+        ctx.evidence.note(
+            KIND.value,
+            f"{d['kernel']} {d['argument']} differs from an eager run of this batch, but {', '.join(late)} "
+            "differ(s) although no launch from that one on takes them: written before it, not its doing",
+        )
+        return None
     if d["kind"] == "branch" and seen == "launches":
         msg = (
             f"the graph froze a Python branch: capture launched {d['captured']}, this batch runs {d['needed']} "
