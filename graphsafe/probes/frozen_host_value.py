@@ -7,7 +7,7 @@ padded the same way.  A control proves the cause: an eager run of the capture ba
 itself must launch exactly what the capture did, so the difference comes from the batch
 and not from capturing (a branch on ``capturing()``, a planner the capture skipped).  A frozen
 value explains only what it can reach (:func:`unreached`): a static tensor that differs although
-no launch from the first differing one on takes it leaves the step to the later probes.
+no launch from the first differing one on writes leaves the step to the later probes.
 
 Numerics only.  A split count or tile choice frozen at capture can change only the order of a
 reduction.  Such a finding is ``info``, with the measured difference, when two things hold:
@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from ..capture.compare import compare
-from ..capture.context import StepContext
+from ..capture.context import LearnedWrites, StepContext
 from ..capture.graph_evidence import graph_evidence, unseen_kernels
 from ..engines.recording import Launch, Override, TensorArg
 from ..findings import Finding, FindingKind, Mismatch
@@ -261,24 +261,34 @@ def _tensor_keys(v) -> list[int]:
     return []
 
 
-def _touched(launches: list[Launch], paths: dict[int, list[str]]) -> set | None:
-    """Storage keys and attribute paths of every tensor ``launches`` take; None when an opaque call among them
-    takes no tensor the recorder saw (what it touches is unknown)."""
+def _written(launches: list[Launch], learned: LearnedWrites, paths: dict[int, list[str]]) -> set | None:
+    """Storage keys and attribute paths of the tensors ``launches`` write: an aten op's by its schema, a Triton
+    kernel's or an opaque call's as warm-ups learned them (every tensor it takes when it was not examined, or was
+    seen writing nothing); None when an opaque call takes no tensor the recorder saw (what it writes is unknown)."""
     out: set = set()
     for launch in launches:
-        keys = [k for v in launch.args.values() for k in _tensor_keys(v)]
-        if not keys and launch.kind == "opaque":
-            return None
+        tensors = {k: _tensor_keys(v) for k, v in launch.args.items()}
+        tensors = {k: keys for k, keys in tensors.items() if keys}
+        if launch.kind == "aten":
+            keys = [key for k in launch.writes for key in tensors.get(k, ())]
+        elif not tensors:
+            if launch.kind == "opaque":
+                return None
+            keys = []
+        else:
+            seen = {k for k in tensors if (launch.name, k) in learned.pairs}
+            examined = (launch.name, frozenset(tensors)) in learned.kernels
+            keys = [key for k, ks in tensors.items() if k in seen or not (examined and seen) for key in ks]
         out.update(keys)
         out.update(p for k in keys for p in paths.get(k, ()))
     return out
 
 
 def unreached(ctx: StepContext) -> list[str]:
-    """Mismatched static tensors that no launch from the first frozen difference on takes, in the graph or in an
+    """Mismatched static tensors that no launch from the first frozen difference on writes, in the graph or in an
     eager run of this batch: their last write came before it, so the frozen value cannot explain their
     difference.  Empty when that cannot be told: kernels of the graph that no launch was recorded for (an
-    extension kernel's reads and writes are unknown), or an opaque call whose tensors were not seen."""
+    extension kernel's writes are unknown), or an opaque call whose tensors were not seen."""
     if ctx.info.graph_map is not None and unseen_kernels(ctx):
         return []
     if ctx.info.graph_map is None and ctx.engine.name == "cuda" and any(l.kind == "opaque" for l in ctx.info.launches):
@@ -287,7 +297,9 @@ def unreached(ctx: StepContext) -> list[str]:
     scratch = ctx.evidence.scratch
     needed = [launch for launch in scratch.launches if launch.device_work]
     i = _first_difference(captured, needed)
-    graph_side, eager_side = _touched(captured[i:], ctx.info.paths), _touched(needed[i:], scratch.paths or {})
+    learned = ctx.session.learned_writes()
+    graph_side = _written(captured[i:], learned, ctx.info.paths)
+    eager_side = _written(needed[i:], learned, scratch.paths or {})
     if graph_side is None or eager_side is None:
         return []
     statics = {f"static[{name!r}]": t for name, t in ctx.graph_static.items()}
@@ -320,7 +332,7 @@ def run(ctx: StepContext) -> Finding | None:
         ctx.evidence.note(
             KIND.value,
             f"{d['kernel']} {d['argument']} differs from an eager run of this batch, but {', '.join(late)} "
-            "differ(s) although no launch from that one on takes them: written before it, not its doing",
+            "differ(s) although no launch from that one on writes them: written before it, not its doing",
         )
         return None
     if d["kind"] == "branch" and seen == "launches":

@@ -1,8 +1,9 @@
 """Two causes in one step: a Python branch frozen at capture that comes after the bug, and changes no value.
 
-``forward()`` ends with a launch only full batches take (``out * 1.0``: the same values, as a split-KV reduction
-that only some batches need gives the same values up to rounding).  A graph captured on a full batch keeps it
-for every padded batch: a frozen branch, but one that runs after every write of the persistent state.
+``forward()`` ends with launches only full batches take, which read the persistent state and add nothing to the
+output (as a split-KV reduction that only some batches need reads the partials and gives the same values up to
+rounding).  A graph captured on a full batch keeps them for every padded batch: a frozen branch, but one that
+runs after every write of the persistent state.
 
 * ``LateBranch``: safe; padded slots write the pad row past the pool.
 * ``LateBranchPadSlotZero``: padded slots keep state index 0, a real request's slot (``RecurrentPadSlotZero``): the
@@ -24,7 +25,7 @@ class _LateBranch:
     def forward(self):
         out = super().forward()
         if self.full:
-            out = out * 1.0  # only full batches launch it; the values stay the same
+            out = out + 0.0 * self.state_full.amax()  # only full batches launch these; they read the state, add 0
         return out
 
 
