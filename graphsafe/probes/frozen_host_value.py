@@ -6,8 +6,8 @@ calls such as a FlashInfer plan) are diffed against an eager run of the failing 
 padded the same way.  A control proves the cause: an eager run of the capture batch
 itself must launch exactly what the capture did, so the difference comes from the batch
 and not from capturing (a branch on ``capturing()``, a planner the capture skipped).  A frozen
-value explains only what it can reach (:func:`unreached`): a static tensor that differs although
-no launch from the first differing one on writes leaves the step to the later probes.
+value explains nothing an eager run with this batch's values shows too (:func:`padded_eager_too`):
+a static tensor in which that run differs as well leaves the step to the later probes.
 
 Numerics only.  A split count or tile choice frozen at capture can change only the order of a
 reduction.  Such a finding is ``info``, with the measured difference, when two things hold:
@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from ..capture.compare import compare
-from ..capture.context import LearnedWrites, StepContext
+from ..capture.context import StepContext
 from ..capture.graph_evidence import graph_evidence, unseen_kernels
 from ..engines.recording import Launch, Override, TensorArg
 from ..findings import Finding, FindingKind, Mismatch
@@ -242,77 +242,13 @@ def frozen_values(ctx: StepContext) -> tuple[list[dict], str]:
     return out, "graph"
 
 
-def _first_difference(captured: list[Launch], needed: list[Launch]) -> int:
-    """Position, in both device-work launch lists, of the first launch that differs in kernel, grid, host values
-    or tensor shapes (the launches before it are the same in both)."""
-    for i, (a, b) in enumerate(zip(captured, needed)):
-        if (a.kind, a.name, a.grid) != (b.kind, b.name, b.grid) or any(
-            _shape_only(v) != _shape_only(b.args.get(k)) for k, v in a.args.items()
-        ):
-            return i
-    return min(len(captured), len(needed))
-
-
-def _tensor_keys(v) -> list[int]:
-    if isinstance(v, TensorArg):
-        return [v.key]
-    if isinstance(v, tuple):
-        return [k for x in v for k in _tensor_keys(x)]
-    return []
-
-
-def _written(launches: list[Launch], learned: LearnedWrites, paths: dict[int, list[str]]) -> set | None:
-    """Storage keys and attribute paths of the tensors ``launches`` write: an aten op's by its schema, a Triton
-    kernel's or an opaque call's as warm-ups learned them (every tensor it takes when it was not examined, or was
-    seen writing nothing); None when an opaque call takes no tensor the recorder saw (what it writes is unknown)."""
-    out: set = set()
-    for launch in launches:
-        tensors = {k: _tensor_keys(v) for k, v in launch.args.items()}
-        tensors = {k: keys for k, keys in tensors.items() if keys}
-        if launch.kind == "aten":
-            keys = [key for k in launch.writes for key in tensors.get(k, ())]
-        elif not tensors:
-            if launch.kind == "opaque":
-                return None
-            keys = []
-        else:
-            seen = {k for k in tensors if (launch.name, k) in learned.pairs}
-            examined = (launch.name, frozenset(tensors)) in learned.kernels
-            keys = [key for k, ks in tensors.items() if k in seen or not (examined and seen) for key in ks]
-        out.update(keys)
-        out.update(p for k in keys for p in paths.get(k, ()))
-    return out
-
-
-def unreached(ctx: StepContext) -> list[str]:
-    """Mismatched static tensors that no launch from the first frozen difference on writes, in the graph or in an
-    eager run of this batch: their last write came before it, so the frozen value cannot explain their
-    difference.  Empty when that cannot be told: kernels of the graph that no launch was recorded for (an
-    extension kernel's writes are unknown), or an opaque call whose tensors were not seen."""
-    if ctx.info.graph_map is not None and unseen_kernels(ctx):
-        return []
-    if ctx.info.graph_map is None and ctx.engine.name == "cuda" and any(l.kind == "opaque" for l in ctx.info.launches):
-        return []
-    captured = [launch for launch in ctx.info.launches if launch.device_work]
-    scratch = ctx.evidence.scratch
-    needed = [launch for launch in scratch.launches if launch.device_work]
-    i = _first_difference(captured, needed)
-    learned = ctx.session.learned_writes()
-    graph_side = _written(captured[i:], learned, ctx.info.paths)
-    eager_side = _written(needed[i:], learned, scratch.paths or {})
-    if graph_side is None or eager_side is None:
-        return []
-    statics = {f"static[{name!r}]": t for name, t in ctx.graph_static.items()}
-    out = []
-    for m in ctx.mismatches:
-        t = statics.get(m.tensor)
-        if t is None:
-            continue
-        key = t.untyped_storage().data_ptr()
-        names = set(ctx.info.paths.get(key, ()))
-        if key not in graph_side and not names & graph_side and not names & eager_side:
-            out.append(m.tensor)
-    return out
+def padded_eager_too(ctx: StepContext) -> list[str]:
+    """Mismatched static tensors in which an eager run of this example, padded as the graph ran it and with the
+    values this batch needs (:attr:`~graphsafe.capture.evidence.Evidence.scratch`), differs from the reference
+    too: no frozen value is needed for that difference (padding or history is), so the frozen values do not
+    explain the step."""
+    again = {m.tensor for m in ctx.evidence.scratch.mismatches}
+    return [m.tensor for m in ctx.mismatches if m.tensor.startswith("static[") and m.tensor in again]
 
 
 def _concerns(diff: dict, kernels: set[str]) -> bool:
@@ -327,12 +263,12 @@ def run(ctx: StepContext) -> Finding | None:
     if not diffs:
         return None
     d = diffs[0]
-    late = unreached(ctx) if seen == "launches" else []
-    if late:
+    again = padded_eager_too(ctx)
+    if again:
         ctx.evidence.note(
             KIND.value,
-            f"{d['kernel']} {d['argument']} differs from an eager run of this batch, but {', '.join(late)} "
-            "differ(s) although no launch from that one on writes them: written before it, not its doing",
+            f"{d['kernel']} {d['argument']} differs from an eager run of this batch, but that run, padded as the "
+            f"graph ran it, differs in {', '.join(again)} too: not the frozen value's doing",
         )
         return None
     if d["kind"] == "branch" and seen == "launches":
