@@ -69,6 +69,28 @@ def _fresh_instance(ctx: StepContext) -> tuple[Any, set[int]]:
     return inst, static_keys(inst) | ctx.session.share_constants(inst)
 
 
+def warmup_wrote_last(infos: list, key: int, lo: int, hi: int) -> bool:
+    """In capture order (each capture's ``prepare``, then its warm-up), was a warm-up the last to write bytes
+    ``[lo, hi)`` of the storage at ``key``: by a recorded launch's arguments, or as a storage the warm-up changed?
+
+    A key is an address.  A capture's ``prepare`` that wrote (or made) the storage at ``key`` ends what earlier
+    warm-ups did there: their writes went to that storage's earlier bytes, or to another storage since freed at
+    the same address (a warm-up's temporary, whose address a later ``prepare``'s fresh metadata took)."""
+    last = False
+    for info in infos:
+        if key in info.prepare_written:
+            last = False
+        if key in info.warmup_written or any(
+            r is not None and r[0] < hi and lo < r[1]
+            for launch in info.warmup_launches
+            for v in written_args(launch, info.warmup_kernel_writes)
+            if v.key == key
+            for r in (byte_region(v),)
+        ):
+            last = True
+    return last
+
+
 class Evidence:
     """Facts about one failing step (see the module docstring); each computed on first use.
 
@@ -194,14 +216,8 @@ class Evidence:
         return region_name(whole[0], at[whole[0]], lo, hi)
 
     def _warmup_wrote(self, key: int, lo: int, hi: int) -> bool:
-        """Did a warm-up launch (of any size) write bytes ``[lo, hi)`` of ``key``, by its recorded arguments?"""
-        for info in self.ctx.session.infos.values():
-            for launch in info.warmup_launches:
-                for v in written_args(launch, info.warmup_kernel_writes):
-                    r = byte_region(v) if v.key == key else None
-                    if r is not None and r[0] < hi and lo < r[1]:
-                        return True
-        return False
+        """Was a warm-up (of any size) the last to write bytes ``[lo, hi)`` of ``key``?  See :func:`warmup_wrote_last`."""
+        return warmup_wrote_last(list(self.ctx.session.infos.values()), key, lo, hi)
 
     @functools.cached_property
     def unwritten_reads(self) -> list[ReadOrigin]:
@@ -228,9 +244,7 @@ class Evidence:
                 continue
             buf = ctx.graph.recording.external[key]
             lo, hi, arg = regions[0]
-            if self._warmup_wrote(key, lo, hi) or (
-                any(key in i.warmup_written for i in infos) and not any(key in i.prepare_written for i in infos)
-            ):
+            if self._warmup_wrote(key, lo, hi):
                 origin = "warmup-only"
             elif any(key in i.prepare_written for i in infos):
                 origin = "earlier-prepare"
