@@ -153,6 +153,12 @@ class TargetTimeout(TargetFailure):
     _fields: ClassVar[tuple[str, ...]] = ("where", "timeout")
     timeout: float = 0.0
 
+    #: what a timeout's message gives as its possible causes, in-process and isolated alike
+    CAUSES: ClassVar[str] = (
+        "the target hangs (an endless loop or kernel, or a blocking call), or the check needs more time "
+        "(shrinking a failure runs it hundreds of times: raise the timeout)"
+    )
+
 
 class ReplayHung(TargetTimeout):
     """A replay ran far past every replay before it (a kernel that does not end) and its process was killed

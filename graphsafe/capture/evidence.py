@@ -215,10 +215,6 @@ class Evidence:
             return ", ".join(paths)  # the whole buffer, or its first rows (a graph of a smaller size reads those)
         return region_name(whole[0], at[whole[0]], lo, hi)
 
-    def _warmup_wrote(self, key: int, lo: int, hi: int) -> bool:
-        """Was a warm-up (of any size) the last to write bytes ``[lo, hi)`` of ``key``?  See :func:`warmup_wrote_last`."""
-        return warmup_wrote_last(list(self.ctx.session.infos.values()), key, lo, hi)
-
     @functools.cached_property
     def unwritten_reads(self) -> list[ReadOrigin]:
         """Regions the graph reads that did not hold this batch's values: neither this step's prepare nor the
@@ -244,7 +240,7 @@ class Evidence:
                 continue
             buf = ctx.graph.recording.external[key]
             lo, hi, arg = regions[0]
-            if self._warmup_wrote(key, lo, hi):
+            if warmup_wrote_last(infos, key, lo, hi):
                 origin = "warmup-only"
             elif any(key in i.prepare_written for i in infos):
                 origin = "earlier-prepare"

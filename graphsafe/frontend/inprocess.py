@@ -85,9 +85,7 @@ def deadline(seconds: float, label: str) -> Iterator[None]:
 def _timed_out(label: str, seconds: float, where: list[str]) -> TargetTimeout:
     at = where[0] if where and where[0] else ""
     return TargetTimeout(
-        f"{label}: no result within {seconds:g} s: the target hangs (an endless loop or a blocking call), "
-        "or the check needs more time (shrinking a failure runs it hundreds of times: raise the timeout)"
-        + (f"; it was in {at}" if at else ""),
+        f"{label}: no result within {seconds:g} s: {TargetTimeout.CAUSES}" + (f"; it was in {at}" if at else ""),
         where=at,
         timeout=seconds,
     )

@@ -213,8 +213,9 @@ def test_a_hang_is_stopped_at_the_timeout_and_its_process_killed():
             in_box(box, 5)
         assert info.value.timeout == 5
         assert str(info.value) == (
-            "tests.targets.broken:HangsInPrepare: no result within 5 s: the target hangs (an endless kernel or a "
-            "blocking call), or the check needs more time (shrinking a failure runs it hundreds of times: raise the timeout); its process was killed; "
+            "tests.targets.broken:HangsInPrepare: no result within 5 s: the target hangs (an endless loop or kernel, "
+            "or a blocking call), or the check needs more time (shrinking a failure runs it hundreds of times: raise "
+            "the timeout); its process was killed; "
             f"it was in {info.value.where}"
         )
         assert re.fullmatch(r"tests/targets/broken\.py:\d+ in prepare", info.value.where)
@@ -477,8 +478,8 @@ def _assert_broken_run(result: pytest.RunResult, xdist: bool) -> None:
     hang = sections[_item("tests.targets.broken:HangsInPrepare")]
     assert hang.startswith(
         "graphsafe: tests.targets.broken:HangsInPrepare: no result within 20 s: "
-        "the target hangs (an endless kernel or a blocking call), or the check needs more time (shrinking a failure runs it hundreds of times: raise the timeout); "
-        "its process was killed"
+        "the target hangs (an endless loop or kernel, or a blocking call), or the check needs more time (shrinking a "
+        "failure runs it hundreds of times: raise the timeout); its process was killed"
     ), hang
     assert re.search(r"; it was in \S*tests/targets/broken\.py:\d+ in prepare\. ", hang), hang
     assert "\n" not in hang

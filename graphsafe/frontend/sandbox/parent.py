@@ -336,10 +336,7 @@ class Sandbox:
                 "or the target's module hangs); its process was killed"
             )
         else:
-            what = (
-                f"no result within {timeout:g} s: the target hangs (an endless kernel or a blocking call), "
-                "or the check needs more time (shrinking a failure runs it hundreds of times: raise the timeout); its process was killed"
-            )
+            what = f"no result within {timeout:g} s: {TargetTimeout.CAUSES}; its process was killed"
         if where:
             what += f"; it was in {where}"
         return TargetTimeout(f"{self.name}: {what}", timeout=timeout, where=where)
