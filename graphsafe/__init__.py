@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is i
     from .capture.compare import Tolerance
     from .checker import AuditResult, CheckOptions, reproduce
     from .contract import Batch, CaptureSpec, Support, Target, capturing
+    from .diagnosis import PROBES
     from .engines.recording import opaque_call
     from .errors import (
         CaptureError,
@@ -47,7 +48,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is i
     )
     from .findings import CheckResult, Finding, FindingError, FindingKind, Mismatch
     from .frontend.runner import audit, check
-    from .probes import PROBES
     from .values import derive_seed, seeded
 
 #: public name -> the module it lives in (imported when the name is first used: ``import graphsafe``

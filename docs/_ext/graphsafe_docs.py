@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 OTHER_KINDS = {
     "replay-mismatch": (
         "diagnosis",
-        "graphsafe/checker/diagnose.py",
+        "graphsafe/diagnosis/loop.py",
         "graph and eager differ and no probe explains why",
     ),
     "target-error": ("any time", "graphsafe/checker/steps.py", "the target raised outside capture"),
@@ -288,8 +288,8 @@ class FindingKindsDirective(SphinxDirective):
     """Every finding kind: stage, where it is decided, what it means, how it is fixed."""
 
     def run(self) -> list[nodes.Node]:
+        from graphsafe.diagnosis import PROBES
         from graphsafe.findings import EXPLANATIONS, FIXES, FindingKind
-        from graphsafe.probes import PROBES
 
         rows = []
         for kind in FindingKind:

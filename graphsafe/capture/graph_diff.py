@@ -8,7 +8,7 @@ values: a word that points into device memory is compared by where it points in 
 at another offset is a frozen value too; another buffer, or memory the target does not hold, is not compared).
 Everything that differs between two captures of the same batch (``noise``, from a control capture: padding
 bytes, a library's per-instance handles) is left out.  Diffs are dicts in the format of
-:func:`graphsafe.probes.frozen_host_value.diff_launches` (``launch`` is ``"graph"``).
+:func:`graphsafe.diagnosis.probes.frozen_host_value.diff_launches` (``launch`` is ``"graph"``).
 """
 
 from __future__ import annotations

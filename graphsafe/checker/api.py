@@ -29,10 +29,10 @@ from ..capture.context import LearnedWrites
 from ..capture.policies import POLICIES, CapturePolicy
 from ..capture.session import CaptureSession, as_target_failure
 from ..contract import Batch, CaptureSpec, Support, Target
+from ..diagnosis.causes import cause_key, group_by_cause
 from ..engines import Engine, get_engine
 from ..errors import ContextBroken, UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
-from .causes import cause_key, group_by_cause
 from .options import CheckOptions
 from .plans import Phase, Plan, drawn_plans, phases, session_plans
 from .steps import ExampleRunner, target_error

@@ -15,9 +15,9 @@ from .. import defaults
 from ..capture.compare import Tolerance
 from ..capture.policies import CapturePolicy, resolve_capture
 from ..contract import CaptureSpec, Support, Target
+from ..diagnosis import resolve_probes
 from ..engines import ENGINES, Engine
 from ..errors import ContractError, UsageError
-from ..probes import resolve_probes
 
 __all__ = ["CheckOptions", "DEFAULT_EXAMPLES", "DEFAULT_STEPS"]
 

@@ -16,16 +16,17 @@ import numpy as np
 import torch
 
 from ..capture.compare import Comparator
-from ..capture.context import CaptureContext, LearnedWrites, StepContext, live_rows
+from ..capture.context import CaptureContext, LearnedWrites, live_rows
 from ..capture.policies import POLICIES
 from ..capture.session import CaptureSession, as_target_failure, call_target
 from ..capture.statics import randomise_static, static_dict
 from ..contract import Batch, CaptureSpec, Support
+from ..diagnosis import at_stage
+from ..diagnosis.context import StepContext
+from ..diagnosis.loop import diagnose
 from ..engines import Engine, as_outputs, replay_clock
 from ..errors import ContextBroken, ContractError, TargetRaised
 from ..findings import Finding, FindingKind
-from ..probes import at_stage
-from .diagnose import diagnose
 from .plans import Plan
 
 __all__ = ["ExampleRunner", "target_error"]

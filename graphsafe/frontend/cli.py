@@ -45,6 +45,7 @@ from typing import Any
 from .. import defaults
 from ..checker import CheckOptions, expand, lookup, names, resolve_target, validate_target
 from ..checker.audit import AUDIT_CAPTURE
+from ..diagnosis import PROBES
 from ..engines import ENGINES
 from ..errors import (
     EXIT_FINDINGS,
@@ -59,7 +60,6 @@ from ..errors import (
 )
 from ..findings import CheckResult
 from ..flashinfer import requirement as flashinfer_requirement
-from ..probes import PROBES
 from ..reports import repro_main
 from ..reports.jsonio import read_data
 from ..vllm import requirement as vllm_requirement

@@ -35,9 +35,9 @@ from .. import defaults
 from ..capture.policies import resolve_capture
 from ..checker import CheckOptions
 from ..checker import expand as expand_group
+from ..diagnosis import PROBES
 from ..engines import ENGINES
 from ..errors import UsageError
-from ..probes import PROBES
 from .devices import uses_cuda
 from .profiles import (
     PROFILES,

@@ -12,7 +12,7 @@ from .. import defaults
 from .._version import __version__
 from ..capture.policies import POLICIES
 from ..checker.audit import AUDIT_CAPTURE
-from ..probes import PROBES
+from ..diagnosis import PROBES
 
 __all__ = ["build_parser"]
 

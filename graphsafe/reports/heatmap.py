@@ -1,6 +1,6 @@
 """``diff.png``: a heatmap of |graph - eager| per row, drawn with matplotlib (Agg, never a GUI).
 
-Input is ``Finding.heatmap`` (made by :func:`graphsafe.checker.diagnose.heatmap`)::
+Input is ``Finding.heatmap`` (made by :func:`graphsafe.diagnosis.loop.heatmap`)::
 
     {"values": [[float, ...], ...],   # one row per drawn row, one column per pooled group
      "rows": ["r0t0", "r0t1", ...],   # row labels

@@ -30,8 +30,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..diagnosis import PROBES
 from ..findings import CheckResult, Finding, FindingKind
-from ..probes import PROBES
 from . import _script, atomic, jsonio, repro
 from .paths import display_path, target_slug
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import graphsafe
-from graphsafe.checker.causes import cause_key
+from graphsafe.diagnosis.causes import cause_key
 from tests.targets import hazards as H
 
 # the default capture policies explore every phase: the capture-dependent bugs need theirs

@@ -18,10 +18,10 @@ import pytest
 
 from graphsafe import UsageError
 from graphsafe.checker import names
+from graphsafe.diagnosis import PROBES
 from graphsafe.frontend import devices, schedule
 from graphsafe.frontend import options as frontend
 from graphsafe.frontend.items import gpu_sharing_hint
-from graphsafe.probes import PROBES
 from tests.subprocesses import OUTER_RUN_VARS, error_sections, failure_sections, plugin_args
 from tests.targets.plain_torch import SOURCE
 

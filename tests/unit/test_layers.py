@@ -1,7 +1,7 @@
 """The package's layers import one way, and a function-level import says why it is one.
 
 Layers, top to bottom (docs/explanation/architecture.md): the facade ``graphsafe/__init__``, ``frontend``,
-``guard``, ``reports``, ``checker``, ``probes``, ``capture``, ``reference``, ``flashinfer`` and ``vllm``, ``engines`` and ``strategies``,
+``guard``, ``reports``, ``checker``, ``diagnosis``, ``capture``, ``reference``, ``flashinfer`` and ``vllm``, ``engines`` and ``strategies``,
 then the base modules (``contract``, ``findings``, ``errors``, ``values``).  An import from a lower
 layer to a higher one is allowed only with a ``# layer:`` comment on its line saying why, and at
 most two such imports exist.
@@ -23,7 +23,7 @@ LAYERS = {  # higher number = higher layer
     "graphsafe.reports": 7,
     "graphsafe.guard": 7.5,  # the runtime guard writes reports; only the facade imports it
     "graphsafe.checker": 6,
-    "graphsafe.probes": 5,
+    "graphsafe.diagnosis": 5,
     "graphsafe.capture": 4,
     "graphsafe.reference": 4,
     "graphsafe.flashinfer": 4,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from graphsafe.capture.evidence import warmup_wrote_last
+from graphsafe.diagnosis.evidence import warmup_wrote_last
 from graphsafe.engines.launches import Launch, TensorArg
 
 KEY = 0x1000

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from graphsafe.capture.writers import trace_writes
+from graphsafe.diagnosis.writers import trace_writes
 
 
 class TwoPlans:

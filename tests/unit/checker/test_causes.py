@@ -1,7 +1,7 @@
 """One bug, one finding: findings are grouped by the cause they name."""
 
 from graphsafe import Finding, FindingKind
-from graphsafe.checker.causes import group_by_cause
+from graphsafe.diagnosis.causes import group_by_cause
 
 
 def finding(kind: FindingKind, where: str, cause: str = "", examples: int = 1, severity: str = "error") -> Finding:

@@ -8,7 +8,7 @@ import torch
 
 import graphsafe
 from graphsafe import CaptureSpec, Support
-from graphsafe.probes import at_stage
+from graphsafe.diagnosis import at_stage
 
 
 class RandomHostScale(graphsafe.Target):

@@ -3,7 +3,7 @@ the diagnose-stage stale-padding probe): rows are (first, last) where a buffer d
 
 from __future__ import annotations
 
-from graphsafe.probes.stale_padding import padding_alone
+from graphsafe.diagnosis.probes.stale_padding import padding_alone
 
 RECORDED = {"self.slot_mapping", "self.seq_lens"}
 

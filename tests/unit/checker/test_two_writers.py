@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import torch
 
 from graphsafe.capture.graph_map import map_graph
+from graphsafe.diagnosis.probes.unpersisted_metadata import _overwritten
 from graphsafe.engines.launches import Launch, TensorArg
-from graphsafe.probes.unpersisted_metadata import _overwritten
 from tests.fixtures.graphs import load
 
 

@@ -21,7 +21,7 @@ from PIL import Image  # matplotlib's own image library: decodes what diff.png h
 
 import graphsafe
 from graphsafe import Batch, CaptureSpec, FindingKind, Mismatch
-from graphsafe.checker.diagnose import heatmap as heatmap_data
+from graphsafe.diagnosis.loop import heatmap as heatmap_data
 from graphsafe.reports import heatmap, jsonio
 from tests.subprocesses import REPO
 from tests.unit.reports.test_reports import HEATMAP, make_finding, write

@@ -20,8 +20,8 @@ import pytest
 
 import graphsafe
 from graphsafe import CheckResult, Finding, FindingKind
+from graphsafe.diagnosis import PROBES
 from graphsafe.frontend.inprocess import write_reports
-from graphsafe.probes import PROBES
 from graphsafe.reports import atomic, environment, lifecycle
 from graphsafe.reports.paths import display_path
 from tests.targets import plain_torch

@@ -9,16 +9,16 @@ example's blocks.  Only when they differ, the buffers the graph both writes and 
 writing (an accumulator or a work counter that only ``prepare`` resets) are looked for, by
 replaying over two fills of each: the finding names the one that carries a replay into the next.
 First, though, the replays may race through padded rows an earlier batch left behind: when they agree once
-those rows hold fresh values, that is reported as ``stale-padding`` (:func:`graphsafe.probes.stale_padding.race`).
+those rows hold fresh values, that is reported as ``stale-padding`` (:func:`graphsafe.diagnosis.probes.stale_padding.race`).
 """
 
 from __future__ import annotations
 
-from ..capture.carried import carried_inputs
-from ..capture.context import StepContext
-from ..capture.statewalk import paths_by_storage
-from ..capture.statics import SavedStatics, static_dict
-from ..findings import Finding, FindingKind
+from ...capture.statewalk import paths_by_storage
+from ...capture.statics import SavedStatics, static_dict
+from ...findings import Finding, FindingKind
+from ..carried import carried_inputs
+from ..context import StepContext
 from . import stale_padding
 
 KIND = FindingKind.NONDETERMINISTIC_REPLAY

@@ -19,14 +19,15 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..capture.context import live_rows
+from ..capture.graph_diff import diff_graphs, noise_of
+from ..capture.graph_map import map_graph, sizes_of
+from ..capture.ledger import poison_floats, storages_of
+from ..capture.session import call_target
+from ..capture.statewalk import paths_by_storage
+from ..capture.statics import randomise_static, static_dict, static_keys
 from ..engines.graph_reader import demangle
-from .context import StepContext, live_rows
-from .graph_diff import diff_graphs, noise_of
-from .graph_map import map_graph, sizes_of
-from .ledger import poison_floats, storages_of
-from .session import call_target
-from .statewalk import paths_by_storage
-from .statics import randomise_static, static_dict, static_keys
+from .context import StepContext
 
 __all__ = ["GraphEvidence", "graph_evidence"]
 

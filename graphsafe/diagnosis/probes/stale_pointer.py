@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..capture.context import StepContext
-from ..capture.statewalk import paths_by_storage
-from ..findings import Finding, FindingKind
+from ...capture.statewalk import paths_by_storage
+from ...findings import Finding, FindingKind
+from ..context import StepContext
 
 KIND = FindingKind.STALE_POINTER
 STAGE = "step"

@@ -7,8 +7,8 @@ sentinel both times were never written by the graph.
 
 from __future__ import annotations
 
-from ..capture.context import StepContext
-from ..findings import Finding, FindingKind, Mismatch
+from ...findings import Finding, FindingKind, Mismatch
+from ..context import StepContext
 
 KIND = FindingKind.OUTPUT_NOT_WRITTEN
 STAGE = "diagnose"

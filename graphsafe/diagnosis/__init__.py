@@ -3,14 +3,14 @@
 =========================  ==========================================  =========
 kind                       detected in                                 stage
 =========================  ==========================================  =========
-capture-failure            ``probes/capture_failure.py``               capture
-stale-pointer              ``probes/stale_pointer.py``                 step
-nondeterministic-replay    ``probes/nondeterministic_replay.py``       step
-lazy-init                  ``probes/lazy_init.py``                     diagnose
-unpersisted-metadata       ``probes/unpersisted_metadata.py``          diagnose
-frozen-host-value          ``probes/frozen_host_value.py``             diagnose
-output-not-written         ``probes/output_not_written.py``            diagnose
-stale-padding              ``probes/stale_padding.py``                 diagnose
+capture-failure            ``diagnosis/probes/capture_failure.py``               capture
+stale-pointer              ``diagnosis/probes/stale_pointer.py``                 step
+nondeterministic-replay    ``diagnosis/probes/nondeterministic_replay.py``       step
+lazy-init                  ``diagnosis/probes/lazy_init.py``                     diagnose
+unpersisted-metadata       ``diagnosis/probes/unpersisted_metadata.py``          diagnose
+frozen-host-value          ``diagnosis/probes/frozen_host_value.py``             diagnose
+output-not-written         ``diagnosis/probes/output_not_written.py``            diagnose
+stale-padding              ``diagnosis/probes/stale_padding.py``                 diagnose
 =========================  ==========================================  =========
 
 A ``capture`` probe gets the :class:`~graphsafe.capture.context.CaptureContext` of a failed
@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..findings import Finding, FindingKind
-from . import (
+from .probes import (
     capture_failure,
     frozen_host_value,
     lazy_init,

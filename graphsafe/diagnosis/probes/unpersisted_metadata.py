@@ -13,7 +13,7 @@ Two more shapes of the same mistake, found where the graph reader maps the graph
 
 * **Two writers.** A region the graph reads that this step's ``prepare`` wrote twice, the later statement
   overwriting what the earlier one wrote there (two plans into one workspace, the later one for another
-  layer group or graph): the finding names the region and both statements (:mod:`graphsafe.capture.writers`).
+  layer group or graph): the finding names the region and both statements (:mod:`graphsafe.diagnosis.writers`).
 * **A buffer carried from replay to replay.** A buffer the graph reads before writing it that neither this
   step's ``prepare`` nor anything in the graph resets (an accumulator that is neither static nor an
   output): every replay starts from what the last one left.  Not on a step that shows frozen values (a kernel
@@ -26,11 +26,11 @@ from collections.abc import Iterator
 
 import torch
 
-from ..capture.carried import carried_inputs
-from ..capture.context import StepContext
-from ..capture.regions import byte_region, tensor_args
-from ..capture.writers import trace_writes
-from ..findings import Finding, FindingKind
+from ...capture.regions import byte_region, tensor_args
+from ...findings import Finding, FindingKind
+from ..carried import carried_inputs
+from ..context import StepContext
+from ..writers import trace_writes
 from .frozen_host_value import frozen_values
 
 KIND = FindingKind.UNPERSISTED_METADATA

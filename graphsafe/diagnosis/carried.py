@@ -8,11 +8,11 @@ import weakref
 
 import torch
 
+from ..capture.ledger import fill_other, fill_zero, storages_of
+from ..capture.statewalk import byte_view
+from ..capture.statics import SavedStatics, static_dict
 from ..engines.recording import Recorder
 from .context import StepContext
-from .ledger import fill_other, fill_zero, storages_of
-from .statewalk import byte_view
-from .statics import SavedStatics, static_dict
 
 __all__ = ["carried_inputs"]
 

@@ -13,7 +13,7 @@ Numerics only.  A split count or tile choice frozen at capture can change only t
 reduction.  Such a finding is ``info``, with the measured difference, when two things hold:
 
 * the graph equals an eager run of the same steps with the Triton launches given the captured
-  values (:meth:`~graphsafe.capture.evidence.Evidence.scratch_overridden`): the frozen values
+  values (:meth:`~graphsafe.diagnosis.evidence.Evidence.scratch_overridden`): the frozen values
   explain the whole difference;
 * that run differs from eager with the values this batch needs by no more than the output
   dtype's resolution (bf16, fp16), or for fp32 on a GPU what TF32 rounding in a reduction
@@ -34,11 +34,11 @@ from typing import Any
 
 import torch
 
-from ..capture.compare import compare
-from ..capture.context import StepContext
-from ..capture.graph_evidence import graph_evidence, unseen_kernels
-from ..engines.recording import Launch, Override, TensorArg
-from ..findings import Finding, FindingKind, Mismatch
+from ...capture.compare import compare
+from ...engines.recording import Launch, Override, TensorArg
+from ...findings import Finding, FindingKind, Mismatch
+from ..context import StepContext
+from ..graph_evidence import graph_evidence, unseen_kernels
 
 KIND = FindingKind.FROZEN_HOST_VALUE
 STAGE = "diagnose"
@@ -244,7 +244,7 @@ def frozen_values(ctx: StepContext) -> tuple[list[dict], str]:
 
 def padded_eager_too(ctx: StepContext) -> list[str]:
     """Mismatched static tensors in which an eager run of this example, padded as the graph ran it and with the
-    values this batch needs (:attr:`~graphsafe.capture.evidence.Evidence.scratch`), differs from the reference
+    values this batch needs (:attr:`~graphsafe.diagnosis.evidence.Evidence.scratch`), differs from the reference
     too: no frozen value is needed for that difference (padding or history is), so the frozen values do not
     explain the step."""
     again = {m.tensor for m in ctx.evidence.scratch.mismatches}

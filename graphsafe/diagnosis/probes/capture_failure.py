@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import traceback
 
-from ..capture.context import CaptureContext
-from ..engines.userframe import user_frame_of
-from ..findings import Finding, FindingKind
+from ...capture.context import CaptureContext
+from ...engines.userframe import user_frame_of
+from ...findings import Finding, FindingKind
 
 KIND = FindingKind.CAPTURE_FAILURE
 STAGE = "capture"

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from ..capture.ledger import Snapshot
+from ..capture.statewalk import byte_view
 from ..engines.userframe import display_path
-from .ledger import Snapshot
-from .statewalk import byte_view
 
 __all__ = ["Write", "trace_writes"]
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import torch
 
-from ..capture.context import StepContext
-from ..capture.evidence import Evidence
-from ..capture.statewalk import walk
-from ..capture.statics import SavedStatics, static_dict
-from ..findings import Finding, FindingKind, Mismatch
+from ...capture.statewalk import walk
+from ...capture.statics import SavedStatics, static_dict
+from ...findings import Finding, FindingKind, Mismatch
+from ..context import StepContext
+from ..evidence import Evidence
 
 KIND = FindingKind.STALE_PADDING
 STAGE = "diagnose"
@@ -175,7 +175,7 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> tuple[
     """Two replays of this step's prepared batch differed (``mism``; ``before`` holds the static state the
     first one started from).  A stale-padding finding when some inputs of the graph instance (those recorded
     launches read) differ from what a fresh instance's ``prepare()`` writes for this batch only past the live
-    requests (:attr:`~graphsafe.capture.evidence.Evidence.fresh_scratch`: the step without the instance's history),
+    requests (:attr:`~graphsafe.diagnosis.evidence.Evidence.fresh_scratch`: the step without the instance's history),
     and the replays agree, :data:`RACE_PAIRS` times over, once those rows hold the fresh values.  Only
     those rows change, so the test holds whatever else differs.  With it, or with None, what was seen in words
     (for the finding that reports the race otherwise).  The instance's inputs and static state are given back as

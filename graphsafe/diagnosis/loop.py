@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from ..capture.context import StepContext
-from ..capture.evidence import Evidence
 from ..findings import Finding, FindingKind
-from ..probes import at_stage
-from ..probes.frozen_host_value import diff_launches
+from . import at_stage
+from .context import StepContext
+from .evidence import Evidence
+from .probes.frozen_host_value import diff_launches
 
 __all__ = ["diagnose", "heatmap", "ruled_out"]
 

@@ -17,16 +17,17 @@ from typing import Any
 
 import torch
 
+from ..capture.context import live_rows
+from ..capture.ledger import PrepareLedger, poison_floats, prepare_calls, prepare_writes, storages_of
+from ..capture.regions import byte_region, region_name, tensor_args, written_args
+from ..capture.session import call_target
+from ..capture.statewalk import byte_view, paths_by_storage, storage_key, walk
+from ..capture.statics import randomise_static, static_dict, static_keys
 from ..contract import capture_prepare
 from ..engines import as_outputs
 from ..engines.recording import Launch, Override, Recorder, TensorArg
 from ..findings import Mismatch
-from .context import StepContext, live_rows
-from .ledger import PrepareLedger, poison_floats, prepare_calls, prepare_writes, storages_of
-from .regions import byte_region, region_name, tensor_args, written_args
-from .session import call_target
-from .statewalk import byte_view, paths_by_storage, storage_key, walk
-from .statics import randomise_static, static_dict, static_keys
+from .context import StepContext
 
 __all__ = ["Evidence", "ReadOrigin", "ScratchRun"]
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import difflib
 
-from ..capture.carried import carried_inputs
-from ..capture.context import StepContext
-from ..capture.regions import byte_region, written_args
-from ..engines.recording import Launch, TensorArg
-from ..findings import Finding, FindingKind
+from ...capture.regions import byte_region, written_args
+from ...engines.recording import Launch, TensorArg
+from ...findings import Finding, FindingKind
+from ..carried import carried_inputs
+from ..context import StepContext
 
 KIND = FindingKind.LAZY_INIT
 STAGE = "diagnose"
