@@ -12,7 +12,7 @@ Public API::
 
 The layers under it, each importing only the ones below: ``frontend`` (command line, pytest
 plugin, the runner) -> ``guard`` (the runtime guard) -> ``reports`` -> ``checker`` (options, plans,
-the step loop, the audit) -> ``probes`` -> ``capture`` (capture session, ledger, comparison,
+the step loop, the audit) -> ``diagnosis`` -> ``capture`` (capture session, ledger, comparison,
 capture policies) -> ``engines`` (CUDA graphs, the CPU emulator, the recorder) -> the base modules
 ``contract``, ``findings``, ``errors`` and ``values``.
 """
@@ -87,7 +87,7 @@ _HOMES = {
     **dict.fromkeys(("CheckResult", "Finding", "FindingError", "FindingKind", "Mismatch"), ".findings"),
     "audit": ".frontend.runner",
     "check": ".frontend.runner",
-    "PROBES": ".probes",
+    "PROBES": ".diagnosis",
     "derive_seed": ".values",
     "seeded": ".values",
 }

@@ -9,7 +9,7 @@ from typing import Any
 
 from .contract import Batch, CaptureSpec
 
-__all__ = ["FindingKind", "Finding", "Mismatch", "CheckResult", "FindingError"]
+__all__ = ["FindingKind", "KindInfo", "KINDS", "Finding", "Mismatch", "CheckResult", "FindingError"]
 
 
 class FindingKind(str, enum.Enum):
@@ -31,76 +31,116 @@ class FindingKind(str, enum.Enum):
         return self.value
 
 
-EXPLANATIONS: dict[FindingKind, str] = {
-    FindingKind.CAPTURE_FAILURE: (
-        "forward() cannot be captured: it synchronises with the host (.item(), .tolist(), nonzero, "
-        "a blocking copy) or raises during capture. A CUDA graph records device work only, so any "
-        "host read of device data inside forward() fails the capture or leaves the CUDA context broken."
-    ),
-    FindingKind.STALE_POINTER: (
-        "The graph reads a tensor that was freed after capture. The graph keeps the old address; once "
-        "the caching allocator hands that memory to another tensor, replays read someone else's data."
-    ),
-    FindingKind.UNPERSISTED_METADATA: (
-        "The graph reads a buffer that prepare() no longer writes: this step's metadata went into a new "
-        "tensor or another attribute, so every replay sees the capture's (or an older step's) metadata."
-    ),
-    FindingKind.LAZY_INIT: (
-        "The graph reads a buffer written only during warm-up (a planning kernel behind a "
-        "have-initialized flag). Capture skipped the kernel, so replays keep the warm-up result forever."
-    ),
-    FindingKind.FROZEN_HOST_VALUE: (
-        "A host value (kernel scalar, grid, tensor shape or Python branch) was computed from the capture "
-        "batch and frozen into the graph; this batch needs a different value."
-    ),
-    FindingKind.STALE_PADDING: (
-        "Live rows or persistent state depend on padded request slots: padding left over from an earlier, "
-        "larger batch, or padded slots (seq_len 0) that produce NaN and leak through a batch-wide reduction."
-    ),
-    FindingKind.OUTPUT_NOT_WRITTEN: (
-        "The replay leaves some live output positions unwritten: they keep whatever the buffer held before."
-    ),
-    FindingKind.NONDETERMINISTIC_REPLAY: (
-        "Two replays of the same prepared batch give different outputs (races, atomics, uninitialised reads)."
-    ),
-    FindingKind.SUPPORT_MISMATCH: (
-        "The declared Support level does not match what the backend can serve from one graph."
-    ),
-    FindingKind.REPLAY_MISMATCH: (
-        "The replay differs from the eager run and no probe could attribute the difference to a known hazard."
-    ),
-    FindingKind.TARGET_ERROR: (
-        "The target raised in setup(), prepare() or forward() outside capture, or broke the contract."
-    ),
-}
+@dataclass(frozen=True)
+class KindInfo:
+    """What graphsafe knows of one finding kind: the one home of these facts (a new kind is one entry here and,
+    when a probe makes it, one module in ``graphsafe/diagnosis/probes/``)."""
 
-FIXES: dict[FindingKind, str] = {
-    FindingKind.CAPTURE_FAILURE: "Move host reads into prepare(); keep forward() free of .item()/.tolist()/nonzero.",
-    FindingKind.STALE_POINTER: (
-        "Allocate the buffer once in setup() for the spec's maximum and copy_() each step's values into it."
+    explanation: str  # what the hazard is, for reports
+    fix: str  # what to do about it
+    stage: str  # when it is found: "capture", "step" (every step, before the replay), "diagnosis" (a step that
+    # differed), "any" (the target's own error), "audit"
+    probe: str  # the module of graphsafe.diagnosis.probes that makes it ("" for none)
+    precedence: int  # lower is more specific: the kind that a group of findings of one cause reports
+    symptom: bool  # names no cause of its own, only an output: joins a finding that names one
+    ruled_out: str = ""  # for a step probe that saw nothing: what a replay-mismatch's "ruled out" says of it
+
+
+#: every finding kind, in the order their probes run within a stage
+KINDS: dict[FindingKind, KindInfo] = {
+    FindingKind.CAPTURE_FAILURE: KindInfo(
+        explanation="forward() cannot be captured: it synchronises with the host (.item(), .tolist(), nonzero, a blocking copy) or raises during capture. A CUDA graph records device work only, so any host read of device data inside forward() fails the capture or leaves the CUDA context broken.",
+        fix="Move host reads into prepare(); keep forward() free of .item()/.tolist()/nonzero.",
+        stage="capture",
+        probe="capture_failure",
+        precedence=0,
+        symptom=False,
     ),
-    FindingKind.UNPERSISTED_METADATA: (
-        "Keep one persistent buffer per metadata tensor, sized for the spec's maximum, and copy_() into it "
-        "in prepare() instead of rebinding the attribute."
+    FindingKind.STALE_POINTER: KindInfo(
+        explanation="The graph reads a tensor that was freed after capture. The graph keeps the old address; once the caching allocator hands that memory to another tensor, replays read someone else's data.",
+        fix="Allocate the buffer once in setup() for the spec's maximum and copy_() each step's values into it.",
+        stage="step",
+        probe="stale_pointer",
+        precedence=1,
+        symptom=False,
+        ruled_out="every buffer the graph reads is still alive",
     ),
-    FindingKind.LAZY_INIT: (
-        "Use separate warm-up and captured state (graphsafe.capturing()), or run the planning kernel every "
-        "step inside forward(), so capture records it."
+    FindingKind.NONDETERMINISTIC_REPLAY: KindInfo(
+        explanation="Two replays of the same prepared batch give different outputs (races, atomics, uninitialised reads).",
+        fix="Remove races and order-dependent atomics, or zero scratch before use.",
+        stage="step",
+        probe="nondeterministic_replay",
+        precedence=5,
+        symptom=False,
+        ruled_out="two replays of this example's first step agreed bitwise",
     ),
-    FindingKind.FROZEN_HOST_VALUE: (
-        "Derive host values from the worst case of the capture spec (max_seq_len, max_reqs) and read "
-        "per-request values on the device."
+    FindingKind.LAZY_INIT: KindInfo(
+        explanation="The graph reads a buffer written only during warm-up (a planning kernel behind a have-initialized flag). Capture skipped the kernel, so replays keep the warm-up result forever.",
+        fix="Use separate warm-up and captured state (graphsafe.capturing()), or run the planning kernel every step inside forward(), so capture records it.",
+        stage="diagnosis",
+        probe="lazy_init",
+        precedence=2,
+        symptom=False,
     ),
-    FindingKind.STALE_PADDING: (
-        "Zero (or set to a harmless value) every padded slot and every tail past this batch in prepare(); "
-        "mask padded rows out of batch-wide reductions."
+    FindingKind.UNPERSISTED_METADATA: KindInfo(
+        explanation="The graph reads a buffer that prepare() no longer writes: this step's metadata went into a new tensor or another attribute, so every replay sees the capture's (or an older step's) metadata.",
+        fix="Keep one persistent buffer per metadata tensor, sized for the spec's maximum, and copy_() into it in prepare() instead of rebinding the attribute.",
+        stage="diagnosis",
+        probe="unpersisted_metadata",
+        precedence=4,
+        symptom=False,
     ),
-    FindingKind.OUTPUT_NOT_WRITTEN: "Make forward() write every live output position on every call.",
-    FindingKind.NONDETERMINISTIC_REPLAY: "Remove races and order-dependent atomics, or zero scratch before use.",
-    FindingKind.SUPPORT_MISMATCH: "Declare the highest Support level that passes.",
-    FindingKind.REPLAY_MISMATCH: "Inspect the report's mismatching positions; rerun with more steps.",
-    FindingKind.TARGET_ERROR: "Fix the error shown; the checker cannot run a target that raises eagerly.",
+    FindingKind.FROZEN_HOST_VALUE: KindInfo(
+        explanation="A host value (kernel scalar, grid, tensor shape or Python branch) was computed from the capture batch and frozen into the graph; this batch needs a different value.",
+        fix="Derive host values from the worst case of the capture spec (max_seq_len, max_reqs) and read per-request values on the device.",
+        stage="diagnosis",
+        probe="frozen_host_value",
+        precedence=3,
+        symptom=False,
+    ),
+    FindingKind.OUTPUT_NOT_WRITTEN: KindInfo(
+        explanation="The replay leaves some live output positions unwritten: they keep whatever the buffer held before.",
+        fix="Make forward() write every live output position on every call.",
+        stage="diagnosis",
+        probe="output_not_written",
+        precedence=8,
+        symptom=True,
+    ),
+    FindingKind.STALE_PADDING: KindInfo(
+        explanation="Live rows or persistent state depend on padded request slots: padding left over from an earlier, larger batch, or padded slots (seq_len 0) that produce NaN and leak through a batch-wide reduction.",
+        fix="Zero (or set to a harmless value) every padded slot and every tail past this batch in prepare(); mask padded rows out of batch-wide reductions.",
+        stage="diagnosis",
+        probe="stale_padding",
+        precedence=6,
+        symptom=False,
+    ),
+    FindingKind.TARGET_ERROR: KindInfo(
+        explanation="The target raised in setup(), prepare() or forward() outside capture, or broke the contract.",
+        fix="Fix the error shown; the checker cannot run a target that raises eagerly.",
+        stage="any",
+        probe="",
+        precedence=7,
+        symptom=False,
+    ),
+    FindingKind.REPLAY_MISMATCH: KindInfo(
+        explanation="The replay differs from the eager run and no probe could attribute the difference to a known hazard.",
+        fix="Inspect the report's mismatching positions; rerun with more steps.",
+        stage="diagnosis",
+        probe="",
+        precedence=9,
+        symptom=True,
+    ),
+    FindingKind.SUPPORT_MISMATCH: KindInfo(
+        explanation="The declared Support level does not match what the backend can serve from one graph.",
+        fix="Declare the highest Support level that passes.",
+        stage="audit",
+        probe="",
+        precedence=10,
+        symptom=False,
+    ),
 }
+EXPLANATIONS: dict[FindingKind, str] = {k: v.explanation for k, v in KINDS.items()}
+FIXES: dict[FindingKind, str] = {k: v.fix for k, v in KINDS.items()}
 
 
 @dataclass

@@ -1,50 +1,32 @@
-"""Probes: one module per finding kind, each ``KIND``, ``STAGE`` and ``run(ctx) -> Finding | None``.
+"""Diagnosis: why a step's replay differed from eager, decided once per failing example.
 
-=========================  ==========================================  =========
-kind                       detected in                                 stage
-=========================  ==========================================  =========
-capture-failure            ``diagnosis/probes/capture_failure.py``               capture
-stale-pointer              ``diagnosis/probes/stale_pointer.py``                 step
-nondeterministic-replay    ``diagnosis/probes/nondeterministic_replay.py``       step
-lazy-init                  ``diagnosis/probes/lazy_init.py``                     diagnose
-unpersisted-metadata       ``diagnosis/probes/unpersisted_metadata.py``          diagnose
-frozen-host-value          ``diagnosis/probes/frozen_host_value.py``             diagnose
-output-not-written         ``diagnosis/probes/output_not_written.py``            diagnose
-stale-padding              ``diagnosis/probes/stale_padding.py``                 diagnose
-=========================  ==========================================  =========
+The registry of finding kinds (:data:`graphsafe.findings.KINDS`) says, for each kind, its stage and the probe
+module that makes it; this package turns that into probes (``KIND``, ``STAGE`` and ``run(ctx) -> Finding | None``,
+one module per kind in ``graphsafe/diagnosis/probes/``; probes never import each other).
 
-A ``capture`` probe gets the :class:`~graphsafe.capture.context.CaptureContext` of a failed
-capture.  ``step`` probes run on every step, after ``prepare`` and before the replay, with the
-step's :class:`~graphsafe.capture.context.StepContext`.  ``diagnose`` probes run, in the order
-above, only when a step's replay differs from eager, and the first that explains the difference
-names the finding; a difference none explains is a ``replay-mismatch``.  Every probe runs
-whichever kinds a check reports, so that a difference is always attributed to its cause;
-``check(probes=...)`` only chooses which findings are reported.
+A ``capture`` probe gets the :class:`~graphsafe.capture.context.CaptureContext` of a failed capture.  ``step``
+probes run on every step, after ``prepare`` and before the replay, with the step's
+:class:`~graphsafe.diagnosis.context.StepContext`.  ``diagnosis`` probes run, in the registry's order, only when
+a step's replay differs from eager, after the repair experiment (:mod:`graphsafe.diagnosis.repair`): the first
+that explains the difference names the finding; a difference none explains is named from the repair, else a
+``replay-mismatch``.  Every probe runs whichever kinds a check reports, so that a difference is always
+attributed to its cause; ``check(probes=...)`` only chooses which findings are reported.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
-from ..findings import Finding, FindingKind
-from .probes import (
-    capture_failure,
-    frozen_host_value,
-    lazy_init,
-    nondeterministic_replay,
-    output_not_written,
-    stale_padding,
-    stale_pointer,
-    unpersisted_metadata,
-)
+from ..findings import KINDS, Finding, FindingKind
 
 __all__ = ["Probe", "PROBES", "STAGES", "at_stage", "resolve_probes"]
 
 #: when probes run, in order
-STAGES = ("capture", "step", "diagnose")
+STAGES = ("capture", "step", "diagnosis")
 
 
 @dataclass(frozen=True)
@@ -58,29 +40,19 @@ class Probe:
     summary: str
 
 
-def _probe(module) -> Probe:
-    if module.STAGE not in STAGES:
-        raise AssertionError(f"{module.__name__}.STAGE must be one of {STAGES}, got {module.STAGE!r}")
-    return Probe(module.KIND.value, module.KIND, module.STAGE, module.run, module.__doc__.strip().splitlines()[0])
+def _probe(kind: FindingKind) -> Probe:
+    info = KINDS[kind]
+    module = importlib.import_module(f"{__name__}.probes.{info.probe}")
+    if module.KIND is not kind or module.STAGE != info.stage or info.stage not in STAGES:
+        raise AssertionError(
+            f"{module.__name__} must declare KIND={kind!r} and STAGE={info.stage!r} (one of {STAGES}), as "
+            f"graphsafe.findings.KINDS says; it declares {module.KIND!r}, {module.STAGE!r}"
+        )
+    return Probe(kind.value, kind, info.stage, module.run, (module.__doc__ or kind.value).strip().splitlines()[0])
 
 
-#: every probe by name, in the order probes of one stage run
-PROBES: dict[str, Probe] = {
-    p.name: p
-    for p in map(
-        _probe,
-        [
-            capture_failure,
-            stale_pointer,
-            nondeterministic_replay,
-            lazy_init,
-            unpersisted_metadata,
-            frozen_host_value,  # before output-not-written: a frozen launch count explains an unwritten output
-            output_not_written,
-            stale_padding,
-        ],
-    )
-}
+#: every probe by name, in the order probes of one stage run (the registry's order)
+PROBES: dict[str, Probe] = {k.value: _probe(k) for k, info in KINDS.items() if info.probe}
 
 
 def at_stage(stage: str) -> tuple[Probe, ...]:

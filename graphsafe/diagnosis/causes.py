@@ -17,24 +17,13 @@ from __future__ import annotations
 
 import re
 
-from ..findings import Finding, FindingKind
+from ..findings import KINDS, Finding, FindingKind
 
 __all__ = ["group_by_cause", "cause_key", "PRECEDENCE"]
 
-#: most specific first: the kind a group of findings of one cause reports
-PRECEDENCE = (
-    FindingKind.CAPTURE_FAILURE,
-    FindingKind.STALE_POINTER,
-    FindingKind.LAZY_INIT,
-    FindingKind.FROZEN_HOST_VALUE,
-    FindingKind.UNPERSISTED_METADATA,
-    FindingKind.NONDETERMINISTIC_REPLAY,
-    FindingKind.STALE_PADDING,
-    FindingKind.TARGET_ERROR,
-    FindingKind.OUTPUT_NOT_WRITTEN,
-    FindingKind.REPLAY_MISMATCH,
-)
-_SYMPTOMS = {FindingKind.OUTPUT_NOT_WRITTEN, FindingKind.REPLAY_MISMATCH}
+#: most specific first: the kind a group of findings of one cause reports (the registry's precedence)
+PRECEDENCE = tuple(sorted(KINDS, key=lambda k: KINDS[k].precedence))
+_SYMPTOMS = {k for k, info in KINDS.items() if info.symptom}
 
 
 _INDEX = re.compile(r"\[[^\[\]]*\]")

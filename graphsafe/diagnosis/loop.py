@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from ..findings import Finding, FindingKind
+from ..findings import KINDS, Finding, FindingKind
 from . import at_stage
 from .context import StepContext
 from .evidence import Evidence
-from .probes.frozen_host_value import diff_launches
+from .frozen import diff_launches
 
 __all__ = ["diagnose", "heatmap", "ruled_out"]
 
@@ -21,7 +21,7 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
     ctx.eager_live = [t.clone() for t in ctx.eager_live]
     ctx.evidence = Evidence(ctx)
     heat = heatmap(ctx)
-    for probe in at_stage("diagnose"):
+    for probe in at_stage("diagnosis"):
         f = probe.run(ctx)
         if f is not None:
             if not f.mismatches:
@@ -48,12 +48,9 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
 def ruled_out(ctx: StepContext) -> list[str]:
     """What each probe looked at and saw, for a difference none of them explains: no buffer, kernel argument
     or branch was found at fault."""
-    out = [
-        "stale-pointer: every buffer the graph reads is still alive",
-        "nondeterministic-replay: two replays of this example's first step agreed bitwise",
-    ]
+    out = [f"{k.value}: {info.ruled_out}" for k, info in KINDS.items() if info.stage == "step" and info.ruled_out]
     noted = {line.split(":", 1)[0]: line for line in ctx.evidence.looked}
-    for probe in at_stage("diagnose"):
+    for probe in at_stage("diagnosis"):
         if probe.name in noted:
             out.append(noted[probe.name])
         elif probe.name == FindingKind.FROZEN_HOST_VALUE.value:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 import graphsafe
-from graphsafe.diagnosis.probes.frozen_host_value import numerics_bound
+from graphsafe.diagnosis.frozen import numerics_bound
 from tests.targets import hazards as H
 
 EXACT = graphsafe.Tolerance(rtol=0.0, atol=0.0)  # shows the rounding differences the default tolerance hides

@@ -24,7 +24,7 @@ from ..carried import carried_inputs
 from ..context import StepContext
 
 KIND = FindingKind.LAZY_INIT
-STAGE = "diagnose"
+STAGE = "diagnosis"
 
 
 def _token(launch: Launch, persistent: dict) -> tuple:

@@ -9,7 +9,7 @@ example's blocks.  Only when they differ, the buffers the graph both writes and 
 writing (an accumulator or a work counter that only ``prepare`` resets) are looked for, by
 replaying over two fills of each: the finding names the one that carries a replay into the next.
 First, though, the replays may race through padded rows an earlier batch left behind: when they agree once
-those rows hold fresh values, that is reported as ``stale-padding`` (:func:`graphsafe.diagnosis.probes.stale_padding.race`).
+those rows hold fresh values, that is reported as ``stale-padding`` (:func:`graphsafe.diagnosis.padding.race`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ...capture.statics import SavedStatics, static_dict
 from ...findings import Finding, FindingKind
 from ..carried import carried_inputs
 from ..context import StepContext
-from . import stale_padding
+from ..padding import race
 
 KIND = FindingKind.NONDETERMINISTIC_REPLAY
 STAGE = "step"
@@ -34,7 +34,7 @@ def run(ctx: StepContext) -> Finding | None:
         return None
     m = mism[0]
     msg = f"two replays of one prepared batch differ in {m.tensor}: {m.count}/{m.total} values, max abs {m.max_abs:.3g}"
-    padding, why = stale_padding.race(ctx, saved, mism)  # a race through padded rows an earlier batch left
+    padding, why = race(ctx, saved, mism)  # a race through padded rows an earlier batch left
     if padding is not None:
         return padding
     msg += f" (not stale padding: {why})"

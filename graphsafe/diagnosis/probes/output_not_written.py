@@ -1,6 +1,6 @@
 """output-not-written: the replay leaves live output positions unwritten.
 
-Stage ``diagnose``.  Outputs are NaN-filled before every replay.  On a mismatch, the prepared batch
+Stage ``diagnosis``.  Outputs are NaN-filled before every replay.  On a mismatch, the prepared batch
 is replayed twice more with two different sentinels in the outputs: positions that keep the
 sentinel both times were never written by the graph.
 """
@@ -11,7 +11,7 @@ from ...findings import Finding, FindingKind, Mismatch
 from ..context import StepContext
 
 KIND = FindingKind.OUTPUT_NOT_WRITTEN
-STAGE = "diagnose"
+STAGE = "diagnosis"
 _SENTINELS = (1234.5, -4321.25)
 
 

@@ -30,11 +30,11 @@ from ...capture.regions import byte_region, tensor_args
 from ...findings import Finding, FindingKind
 from ..carried import carried_inputs
 from ..context import StepContext
+from ..frozen import frozen_values
 from ..writers import trace_writes
-from .frozen_host_value import frozen_values
 
 KIND = FindingKind.UNPERSISTED_METADATA
-STAGE = "diagnose"
+STAGE = "diagnosis"
 
 
 def run(ctx: StepContext) -> Finding | None:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from graphsafe.capture.graph_map import map_graph
-from graphsafe.diagnosis import unpersisted_metadata
+from graphsafe.diagnosis.probes import unpersisted_metadata
 from tests.fixtures.graphs import load
 
 FROZEN = ([{"kind": "argument", "kernel": "BatchDecodeWithPagedKVCacheKernel", "argument": "parameter 0"}], "graph")

@@ -39,7 +39,7 @@ def test_an_unexplained_difference_says_what_each_probe_ruled_out():
     assert f.kind.value == "replay-mismatch"
     assert "ruled out:" in f.message
     looked = f.details["ruled_out"]
-    for probe in ("stale-pointer", "nondeterministic-replay", *(p.name for p in at_stage("diagnose"))):
+    for probe in ("stale-pointer", "nondeterministic-replay", *(p.name for p in at_stage("diagnosis"))):
         assert any(line.startswith(probe + ":") for line in looked), (probe, looked)
     assert any("an eager run of the capture batch differs too" in line for line in looked), looked
 

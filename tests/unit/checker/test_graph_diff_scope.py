@@ -5,7 +5,7 @@ captures; their host values are the recorded aten launches'."""
 
 from __future__ import annotations
 
-from graphsafe.diagnosis.probes.frozen_host_value import _concerns
+from graphsafe.diagnosis.frozen import concerns as _concerns
 
 
 def value(kernel: str) -> dict:

@@ -1,9 +1,9 @@
 """Whether the buffers an example's history changed put a difference down to the padding alone (the rule of
-the diagnose-stage stale-padding probe): rows are (first, last) where a buffer differs from a fresh prepare()'s."""
+the diagnosis-stage stale-padding probe): rows are (first, last) where a buffer differs from a fresh prepare()'s."""
 
 from __future__ import annotations
 
-from graphsafe.diagnosis.probes.stale_padding import padding_alone
+from graphsafe.diagnosis.padding import padding_alone
 
 RECORDED = {"self.slot_mapping", "self.seq_lens"}
 
