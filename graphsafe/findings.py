@@ -246,10 +246,11 @@ class Finding:
 
 
 class FindingError(AssertionError):
-    """Raised inside a Hypothesis example so that it shrinks towards the finding."""
+    """Raised inside a Hypothesis example so that it shrinks towards the finding (None: a difference whose
+    finding is decided once shrinking has ended)."""
 
-    def __init__(self, finding: Finding):
-        super().__init__(finding.summary())
+    def __init__(self, finding: Finding | None):
+        super().__init__(finding.summary() if finding is not None else "graph and eager differ (not yet diagnosed)")
         self.finding = finding
 
 

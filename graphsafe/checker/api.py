@@ -22,6 +22,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import Phase as HypothesisPhase
 from hypothesis import seed as hypothesis_seed
+from hypothesis.control import current_build_context
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ..capture.compare import Comparator
@@ -35,7 +36,7 @@ from ..errors import ContextBroken, UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
 from .options import CheckOptions
 from .plans import Phase, Plan, drawn_plans, phases, session_plans
-from .steps import ExampleRunner, target_error
+from .steps import ExampleRunner, Symptom, target_error
 from .targets import resolve_target, validate_target
 
 __all__ = ["run_check", "reproduce", "prepared", "Progress"]
@@ -130,9 +131,19 @@ def _error_class(kind: FindingKind) -> type:
     return cls
 
 
+def _symptom_class(key: str) -> type:
+    """One FindingError subclass per symptom (the tensor that differed first): what a search shrinks on."""
+    name = "Symptom_" + re.sub(r"\W", "_", key)
+    cls = _ERROR_CLASSES.get(name)
+    if cls is None:
+        cls = _ERROR_CLASSES[name] = type(name, (FindingError,), {})
+    return cls
+
+
 def _collect(exc: BaseException, out: list[Finding]) -> bool:
     if isinstance(exc, FindingError):
-        out.append(exc.finding)
+        if isinstance(exc.finding, Finding):  # (a symptom whose shrunk example was no error: nothing to report)
+            out.append(exc.finding)
         return True
     inner = getattr(exc, "exceptions", None)
     if inner:
@@ -312,6 +323,7 @@ def _search(
     options = p.options
     again: dict[tuple, Finding] = {}
     raised: dict[tuple, Finding] = {}  # the first finding of each cause this search failed an example with
+    symptoms: dict[str, Finding | None] = {}  # each symptom's first example, diagnosed (None: no error)
 
     @settings(
         parent=settings.default,
@@ -329,21 +341,41 @@ def _search(
     @given(plan=strategy)
     def run_examples(plan: Plan) -> None:
         counter["n"] += 1
+        final = current_build_context().is_final  # the example shrinking left, run once more: diagnose it
         try:
-            f = runner.run(plan)
+            f = runner.run(plan, diagnose=final)
+            symptom = runner.symptom  # the first difference this run met (diagnosed when final)
+            if isinstance(f, Symptom) and f.key not in symptoms:
+                # the first example of this symptom: diagnosed now, once (is it an error at all, and a new cause?)
+                first = runner.run(plan)
+                symptoms[f.key] = first if isinstance(first, Finding) else None
+                if not isinstance(first, Finding) or _known_key(first) in known:
+                    runner.dismiss(f.mismatches)  # no error, or a cause an earlier phase reported: search on
+                    f = first
+                else:
+                    _first_seen(first)
         except ContextBroken as e:
             raise _DeviceFault(e) from None  # not an Exception: Hypothesis stops at once, neither replays nor shrinks
-        if f is not None and _known_key(f) in known:
+        if isinstance(f, Finding) and _known_key(f) in known:
             again.setdefault(_known_key(f), f)
             f = None
         if counter["progress"] is not None:
-            kinds = tuple(sorted({k.value for k in counter["first"]} | ({f.kind.value} if f else set())))
-            counter["progress"](Progress(counter["n"], counter["planned"], phase.policy.name, kinds))
+            seen = {k.value for k in counter["first"]} | ({f.kind.value} if isinstance(f, Finding) else set())
+            counter["progress"](Progress(counter["n"], counter["planned"], phase.policy.name, tuple(sorted(seen))))
+        if isinstance(f, Symptom):
+            raise _symptom_class(f.key)(symptoms.get(f.key))  # shrink on the symptom; its finding comes at the end
+        if final and symptom is not None and (f is None or f is runner.diagnosed):
+            # the shrunk example's diagnosis, raised as the symptom it was shrunk on; where the shrunk example is
+            # no error after all, the first example's diagnosis stands (None: that was none either)
+            raise _symptom_class(symptom.key)(f or symptoms.get(symptom.key))
         if f is not None:
-            counter["first"].setdefault(f.kind, counter["n"])
-            counter["t"].setdefault(f.kind, time.perf_counter() - t0)
-            raised.setdefault(_known_key(f), f)
+            _first_seen(f)
             raise _error_class(f.kind)(f)
+
+    def _first_seen(f: Finding) -> None:
+        counter["first"].setdefault(f.kind, counter["n"])
+        counter["t"].setdefault(f.kind, time.perf_counter() - t0)
+        raised.setdefault(_known_key(f), f)
 
     if options.seed is not None:
         run_examples = hypothesis_seed(options.seed)(run_examples)
@@ -406,6 +438,7 @@ def reproduce(
             return p.result
     runner = p.runner(main)
     f = runner.run(plan)
+    assert not isinstance(f, Symptom), "a run that diagnoses returns findings"
     if f is not None:
         p.result.findings.append(p.finish(f))
     p.result.examples, p.result.steps = 1, runner.steps_run

@@ -9,7 +9,9 @@ pieces) once at the example's end, so a step costs the same whatever the cache's
 from __future__ import annotations
 
 import enum
+import math
 import weakref
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -24,12 +26,13 @@ from ..contract import Batch, CaptureSpec, Support
 from ..diagnosis import at_stage
 from ..diagnosis.context import StepContext
 from ..diagnosis.loop import diagnose
+from ..diagnosis.repair import PreReplay
 from ..engines import Engine, as_outputs, replay_clock
 from ..errors import ContextBroken, ContractError, TargetRaised
-from ..findings import Finding, FindingKind
+from ..findings import Finding, FindingKind, Mismatch
 from .plans import Plan
 
-__all__ = ["ExampleRunner", "target_error"]
+__all__ = ["ExampleRunner", "Symptom", "target_error"]
 
 
 class _Verdict(enum.Enum):
@@ -37,6 +40,22 @@ class _Verdict(enum.Enum):
 
 
 _GOES_ON: Final = _Verdict.GOES_ON  # a step's finding was info: the example goes on
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """A step whose replay differed from eager, not yet diagnosed: what a search shrinks on.  ``key`` is the first
+    tensor that differed (an output, or a static tensor); the example's finding is decided once, on the example
+    that is left when shrinking ends (:meth:`ExampleRunner.run` with ``diagnose=True``)."""
+
+    key: str
+    mismatches: tuple[Mismatch, ...]
+    step: int
+
+
+def _decade(m: Mismatch) -> int:
+    """The order of magnitude of a mismatch's largest difference (NaN and inf: above every finite one)."""
+    return 99 if not math.isfinite(m.max_abs) else (-99 if m.max_abs <= 0 else math.ceil(math.log10(m.max_abs)))
 
 
 def target_error(e: TargetRaised) -> Finding:
@@ -76,6 +95,10 @@ class ExampleRunner:
         self.enabled, self.comparator, self.known_writes = enabled, comparator, known_writes
         self.steps_run = 0
         self.infos: list[Finding] = []  # info-severity findings (they do not fail an example)
+        #: differences already diagnosed as no error in this runner (an info finding, a kind the check does not
+        #: report, a cause an earlier phase reported): (tensor, order of magnitude) pairs; a step whose every
+        #: difference is one of them goes on undiagnosed
+        self.dismissed: set[tuple[str, int]] = set()
         self._made: list[
             Any
         ] = []  # weak references to the instances and graphs this runner made (None: not weak-referable)
@@ -92,9 +115,15 @@ class ExampleRunner:
         passed, nothing is: each instance died with its example, each graph with its session."""
         return any(r is None or r() is not None for r in self._made)
 
-    def run(self, plan: Plan) -> Finding | None:
-        """The example's finding, or None."""
+    def run(self, plan: Plan, diagnose: bool = True) -> Finding | Symptom | None:
+        """The example's finding, or None.  With ``diagnose=False`` a step whose replay differs from eager ends the
+        example with its :class:`Symptom` instead of a diagnosis (a search's shrinking: the cause is decided once,
+        on the example that is left); findings that need no diagnosis (capture, step probes, the target's own
+        error) are returned either way."""
         before = self.steps_run
+        self._diagnose = diagnose
+        self.symptom: Symptom | None = None  # the first difference this run met that was not dismissed
+        self.diagnosed: Finding | None = None  # the finding this run's diagnosis of a difference made
         try:
             # NaN poison makes the Triton interpreter's numpy warn on every op: expected, silenced
             with torch.no_grad(), np.errstate(all="ignore"):
@@ -165,7 +194,14 @@ class ExampleRunner:
                 return f
         return None
 
-    def _run(self, plan: Plan) -> Finding | None:
+    def dismiss(self, mismatches: list[Mismatch] | tuple[Mismatch, ...]) -> None:
+        """Let later steps whose differences are these (tensor and order of magnitude) go on undiagnosed."""
+        self.dismissed |= {(m.tensor, _decade(m)) for m in mismatches}
+
+    def _dismissed(self, mismatches: list[Mismatch]) -> bool:
+        return all((m.tensor, _decade(m)) in self.dismissed for m in mismatches)
+
+    def _run(self, plan: Plan) -> Finding | Symptom | None:
         session = self._session(plan)
         try:
             return self._replay(plan, session)
@@ -173,7 +209,7 @@ class ExampleRunner:
             if session is not self.main:  # a drawn capture: its graph and instance go before the next example's
                 session.close()
 
-    def _replay(self, plan: Plan, session: CaptureSession) -> Finding | None:
+    def _replay(self, plan: Plan, session: CaptureSession) -> Finding | Symptom | None:
         if session.capture_error is not None:
             return self.capture_finding(session.capture_error)
         if not plan.steps:
@@ -218,6 +254,8 @@ class ExampleRunner:
                 comparator=self.comparator,
                 region=region,
             )
+            if self._diagnose:  # the buffers the graph reads as this replay will: the repair experiment's start
+                ctx.before_replay = PreReplay(ctx)
             for probe in at_stage("step"):
                 f = probe.run(ctx)
                 if f is not None:  # explained: reported, or the check does not report this kind
@@ -250,17 +288,28 @@ class ExampleRunner:
                 return None if diagnosed is _GOES_ON else diagnosed
         return None
 
-    def _diagnosed(self, ctx: StepContext, mism: list) -> Finding | None | Literal[_Verdict.GOES_ON]:
-        """The finding for a step that differed; None when the check does not report its kind; ``_GOES_ON``
-        for an info finding (kept; the example goes on)."""
+    def _diagnosed(self, ctx: StepContext, mism: list) -> Finding | Symptom | None | Literal[_Verdict.GOES_ON]:
+        """The finding for a step that differed (its :class:`Symptom` when this run does not diagnose); None when
+        the check does not report its kind; ``_GOES_ON`` for an info finding (kept; the example goes on) or a
+        difference diagnosed as no error before."""
+        if self._dismissed(mism):
+            return _GOES_ON
+        symptom = Symptom(mism[0].tensor, tuple(mism), ctx.step_index)
+        if self.symptom is None:
+            self.symptom = symptom
+        if not self._diagnose:
+            return symptom
         ctx.mismatches = mism
         f, probe = diagnose(ctx)
         if probe and probe not in self.enabled:
+            self.dismiss(mism)
             return None  # explained by a probe this check does not report
         if f.severity != "error":  # worth knowing, not a failure
             self.infos.append(self._finish(f, probe, ctx))
+            self.dismiss(mism)
             return _GOES_ON
-        return self._finish(f, probe, ctx)
+        self.diagnosed = self._finish(f, probe, ctx)
+        return self.diagnosed
 
     @staticmethod
     def _describe_capture(f: Finding, session: CaptureSession) -> None:

@@ -47,6 +47,7 @@ class StepContext:
     eager_static: dict[str, torch.Tensor] = field(default_factory=dict)
     mismatches: list[Mismatch] = field(default_factory=list)
     evidence: Any = None  # an Evidence (graphsafe.diagnosis.evidence), set when the step is diagnosed
+    before_replay: Any = None  # a PreReplay (graphsafe.diagnosis.repair), saved by a run that diagnoses
 
     @property
     def batch(self) -> Batch:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from ..findings import KINDS, Finding, FindingKind
@@ -9,6 +11,7 @@ from . import at_stage
 from .context import StepContext
 from .evidence import Evidence
 from .frozen import diff_launches
+from .repair import Repair, attributed, repair
 
 __all__ = ["diagnose", "heatmap", "ruled_out"]
 
@@ -21,15 +24,42 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
     ctx.eager_live = [t.clone() for t in ctx.eager_live]
     ctx.evidence = Evidence(ctx)
     heat = heatmap(ctx)
+    experiment: list[Repair] = []  # the repair experiment, run once when first needed
+
+    def repaired() -> Repair:
+        if not experiment:
+            experiment.append(repair(ctx))
+        return experiment[0]
+
     for probe in at_stage("diagnosis"):
         f = probe.run(ctx)
-        if f is not None:
-            if not f.mismatches:
-                f.mismatches = ctx.mismatches
-            f.heatmap = heat
-            return f, probe.name
+        if f is None:
+            continue
+        if f.kind in _BUFFER_CLAIMS and f.cause.startswith("buffer:"):
+            rep = repaired()
+            if rep.fixed and not _among(f.cause[len("buffer:") :], rep.names):
+                ctx.evidence.note(
+                    probe.name,
+                    f"named {f.where}, but the replay equals eager once {', '.join(rep.names)} hold what a fresh "
+                    f"instance holds, and {f.where} is not among them",
+                )
+                continue
+        if not f.mismatches:
+            f.mismatches = ctx.mismatches
+        f.heatmap = heat
+        return f, probe.name
+    rep = repaired()
+    if rep.fixed:  # no probe explains it, but a repaired buffer does: named from that buffer's history
+        f = attributed(ctx, rep)
+        f.heatmap = heat
+        return f, f.kind.value
     m = ctx.mismatches[0]
     looked = ruled_out(ctx)
+    if rep.tried:
+        looked.append(
+            f"repair: the replay still differs with every one of the {rep.tried} buffers the graph reads that differ "
+            f"from a fresh instance's holding the fresh values ({rep.replays} replays)"
+        )
     f = Finding(
         kind=FindingKind.REPLAY_MISMATCH,
         message=(
@@ -43,6 +73,17 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
         details={"ruled_out": looked},
     )
     return f, ""
+
+
+#: kinds whose probes name a buffer from its history: the repair experiment must not name another
+_BUFFER_CLAIMS = {FindingKind.LAZY_INIT, FindingKind.UNPERSISTED_METADATA}
+_SLICE = re.compile(r"\[[^\[\]]*\]$")
+
+
+def _among(path: str, names: tuple[str, ...]) -> bool:
+    """Is the buffer at ``path`` (a slice of it) one of the repaired ``names`` (each a comma-separated path list)?"""
+    base = _SLICE.sub("", path)
+    return any(_SLICE.sub("", p) == base for n in names for p in n.split(", "))
 
 
 def ruled_out(ctx: StepContext) -> list[str]:

@@ -14,6 +14,9 @@ Two more shapes of the same mistake, found where the graph reader maps the graph
 * **Two writers.** A region the graph reads that this step's ``prepare`` wrote twice, the later statement
   overwriting what the earlier one wrote there (two plans into one workspace, the later one for another
   layer group or graph): the finding names the region and both statements (:mod:`graphsafe.diagnosis.writers`).
+  Writing a buffer twice is no mistake by itself: a region whose every reader is a recorded launch that reads
+  there what the same launch of an eager run of this batch reads is left alone (the experiment this stands in
+  for: replay with the region holding the eager run's bytes, which changes nothing).
 * **A buffer carried from replay to replay.** A buffer the graph reads before writing it that neither this
   step's ``prepare`` nor anything in the graph resets (an accumulator that is neither static nor an
   output): every replay starts from what the last one left.  Not on a step that shows frozen values (a kernel
@@ -129,7 +132,17 @@ def _overwritten(ctx: StepContext) -> Finding | None:
     prepare wrote, the later over the earlier: each part was captured to read its own writer's values there."""
     ev = ctx.evidence
     readers = _readers(ctx)
-    offsets = {k: [(at, end) for at, (end, who) in by.items() if len(who) > 1] for k, by in readers.items()}
+    # a region only recorded launches read, each reading there what an eager run of this batch reads at the same
+    # argument, is no second writer's doing whoever wrote it twice (a prepare() that fixes up its parent's values)
+    offsets = {
+        k: [
+            (at, end)
+            for at, (end, who) in by.items()
+            if len(who) > 1
+            and not (all(w[0] == "launch" for w in who) and ctx.evidence.eager_reads_the_same(k, at, end))
+        ]
+        for k, by in readers.items()
+    }
     keys = [k for k in ev.graph_read_tensors if offsets.get(k) and ev.ledger.written(k)]
     if not keys:
         return None

@@ -29,13 +29,16 @@ class Groups:
         self.plan(list(self.second))
 
 
-def ctx_for(target: Groups, readers: int, shape=(4,)):
+def ctx_for(target: Groups, readers: int, shape=(4,), eager_same: bool = False):
     key = target.sched.untyped_storage().data_ptr()
     arg = TensorArg(key, "torch.int32", shape, (1,), 0, False)
     launches = [Launch("triton", f"group{i}", {"sched": arg}) for i in range(readers)]
     ledger = SimpleNamespace(written=lambda k: k == key)
     evidence = SimpleNamespace(
-        graph_read_tensors={key: target.sched}, ledger=ledger, name=lambda k, lo, hi: f"self.sched[{lo}:{hi}]"
+        graph_read_tensors={key: target.sched},
+        ledger=ledger,
+        name=lambda k, lo, hi: f"self.sched[{lo}:{hi}]",
+        eager_reads_the_same=lambda k, lo, hi: eager_same,
     )
     return SimpleNamespace(
         evidence=evidence,
@@ -50,6 +53,11 @@ def test_a_region_two_launches_read_that_two_statements_wrote_names_both():
     assert f is not None and f.kind.value == "unpersisted-metadata"
     assert f.details["writers"][0] != f.details["writers"][1]
     assert "`self.plan([1, 2, 3, 4])`" in f.message and "`self.plan(list(self.second))`" in f.message
+
+
+def test_a_region_whose_readers_read_what_eager_reads_is_not_two_writers():
+    # a prepare() that calls its parent's and then fixes part of it: written twice, and the graph reads what eager does
+    assert _overwritten(ctx_for(Groups(), readers=2, eager_same=True)) is None
 
 
 def test_a_region_one_launch_reads_is_not_two_writers():
