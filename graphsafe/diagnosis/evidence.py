@@ -109,6 +109,7 @@ class Evidence:
         ext = ctx.graph.recording.external
         self.as_replayed = {k: byte_view(t).clone() for k, t in self.inputs.items() if k in ext}
         self.looked: list[str] = []
+        self.memo: dict[str, Any] = {}  # experiments run once per failing step (the re-capture)
 
     def note(self, probe: str, saw: str) -> None:
         """Record what ``probe`` looked at and saw when it explained nothing."""

@@ -29,7 +29,7 @@ from ..capture.statics import randomise_static, static_dict, static_keys
 from ..engines.graph_reader import demangle
 from .context import StepContext
 
-__all__ = ["GraphEvidence", "graph_evidence"]
+__all__ = ["GraphEvidence", "graph_evidence", "recaptured_replays_as_eager"]
 
 
 @dataclass
@@ -112,6 +112,30 @@ def _capture(ctx: StepContext, batch: Any) -> tuple[Any, Any, Any, set[int]]:
     gmap = map_graph(g.read, sizes_of(storages_of(inst, set())), paths_by_storage(inst), g.space)
     g.space = None
     return inst, g, gmap, statics
+
+
+def recaptured_replays_as_eager(ctx: StepContext) -> bool | None:
+    """The re-capture experiment, on either engine: does a graph captured for this step's batch (a fresh instance,
+    prepared, rehearsed and captured as the session captures) replay, at the end of this example's steps, as the
+    eager reference did?  Then whatever the replaying graph froze differently (a branch, a split count) is the
+    whole difference.  None when this batch cannot be captured or replayed (no proof).  Once per failing step."""
+    ev = ctx.evidence
+    if ev is None:
+        return None
+    if "recaptured" not in ev.memo:
+        eng = ctx.engine
+        try:
+            inst = ctx.target_cls()
+            call_target("setup(spec, device) [diagnosis]", inst.setup, ctx.spec, eng.device)
+            statics = static_keys(inst) | ctx.session.share_constants(inst)
+            call_target("prepare(batch) [diagnosis]", inst.prepare, ctx.padded_batch)
+            call_target("forward() [diagnosis]", eng.rehearse, inst.forward)
+            eng.prescreen(inst.forward)
+            graph = eng.capture(inst.forward, pool=eng.new_pool())
+            ev.memo["recaptured"] = _replays_as_eager(ctx, inst, graph, statics)
+        except Exception:  # noqa: BLE001 - the proof is optional: a batch this target cannot capture gives none
+            ev.memo["recaptured"] = None
+    return ev.memo["recaptured"]
 
 
 def _compute(ctx: StepContext) -> GraphEvidence:

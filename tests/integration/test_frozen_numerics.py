@@ -43,3 +43,18 @@ def test_the_bound_is_the_output_dtypes_resolution_or_tf32s_on_a_gpu():
     assert numerics_bound(torch.float16, gpu) == 2.0**-10
     assert numerics_bound(torch.float32, gpu) == 2.0**-10  # TF32: 7.5e-4 was measured on an H100
     assert numerics_bound(torch.float32, cpu) < numerics_bound(torch.float32, gpu)
+
+
+def test_a_kernel_chosen_on_the_host_that_only_reorders_a_reduction_is_info():
+    # captured on the shortest batch (the one-pass kernel), replayed for long ones (the split-KV kernels)
+    result = check(H.kernel_choice.KernelChoiceFromBatch, capture="minimal", tolerance=EXACT)
+    assert result.ok, result.summary()
+    infos = [f for f in result.findings if f.kind.value == "frozen-host-value"]
+    assert infos and all(f.severity == "info" for f in infos), result.summary()
+    assert "a graph captured for this batch replays as eager does" in infos[0].message
+
+
+def test_a_kernel_chosen_on_the_host_that_drops_keys_is_an_error(no_shrinking):
+    result = check(H.kernel_choice.KernelChoiceTruncating, capture="minimal")
+    assert result.kinds == {"frozen-host-value"}, result.summary()
+    assert "numerics only" not in result.errors[0].message

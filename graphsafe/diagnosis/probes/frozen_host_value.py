@@ -19,8 +19,13 @@ reduction.  Such a finding is ``info``, with the measured difference, when two t
   dtype's resolution (bf16, fp16), or for fp32 on a GPU what TF32 rounding in a reduction
   explains (:func:`numerics_bound`).
 
-Anything else stays an error: a frozen branch, a frozen tensor shape, an opaque call's frozen
-plan (its values cannot be put back into an eager run), or a difference larger than the bound.
+Where the captured values cannot be put back into an eager run (a frozen branch such as a 2D/3D kernel
+choice, an opaque call's frozen plan), the proof is the re-capture experiment instead: a graph captured
+for this batch replays as eager does (:func:`~graphsafe.diagnosis.graph_evidence.recaptured_replays_as_eager`),
+so the frozen choice is the whole difference, and the replayed graph is within the same bound of eager.
+Anything else stays an error: a frozen tensor shape the batch's own graph cannot explain, a choice whose
+result differs by more than the bound (a uniform-batch path taken for a mixed batch), or a batch that cannot
+be captured.
 With ``Tolerance(bitwise=True)`` (engines that need batch-invariant results) every frozen value
 that changes a bit is an error.  The check's capture policies (minimal and drawn capture batches
 besides the worst case) make a value that is right only for the worst case break in some phase.
@@ -36,7 +41,7 @@ from ...engines.recording import Override
 from ...findings import Finding, FindingKind, Mismatch
 from ..context import StepContext
 from ..frozen import frozen_values, host_decision, numerics_bound
-from ..graph_evidence import graph_evidence
+from ..graph_evidence import graph_evidence, recaptured_replays_as_eager
 
 KIND = FindingKind.FROZEN_HOST_VALUE
 STAGE = "diagnosis"
@@ -82,16 +87,19 @@ def _numerics_only(ctx: StepContext, diffs: list[dict]) -> str | None:
         if _beyond_bound(ctx, run.live, run.static or {}):
             return None
         how = "the graph equals eager run with the captured values, which differs from eager with this batch's"
-    else:  # the captured values cannot be put back into an eager run: the graph itself as the proof
+    else:  # the captured values cannot be put back into an eager run (a branch, an opaque plan): re-capture
         gev = graph_evidence(ctx, needed=True)
-        if gev is None or not gev.comparable or not gev.values_only or not gev.correct:
+        if gev is not None and gev.comparable and gev.values_only and gev.correct:
+            how = (
+                f"this batch's own graph differs from the replayed one only in {len(gev.diffs)} frozen value(s) and "
+                "replays as eager does; the replayed graph differs from eager"
+            )
+        elif recaptured_replays_as_eager(ctx):
+            how = "a graph captured for this batch replays as eager does; the replayed graph differs from eager"
+        else:
             return None
         if _beyond_bound(ctx, ctx.graph_live, ctx.graph_static):
             return None
-        how = (
-            f"this batch's own graph differs from the replayed one only in {len(gev.diffs)} frozen value(s) and "
-            "replays as eager does; the replayed graph differs from eager"
-        )
     worst = max(ctx.mismatches, key=lambda m: m.max_abs if not math.isnan(m.max_abs) else math.inf)
     return (
         f"; numerics only: {how} by at most {worst.max_abs:.3g} (relative {worst.max_rel:.3g}) in {worst.tensor}, "
@@ -147,7 +155,7 @@ def run(ctx: StepContext) -> Finding | None:
         msg += " (read from the captured graph: a capture of this batch holds the other value)"
     cause = "host:" + (host_decision(d["where"]) if seen == "launches" else f"kernel {d['kernel']}")
     severity = "error"
-    if d["kind"] != "branch" and not ctx.comparator.tolerance.bitwise:
+    if not ctx.comparator.tolerance.bitwise:
         note = _numerics_only(ctx, diffs)
         if note is not None:
             severity, msg = "info", msg + note

@@ -9,7 +9,7 @@ references is ``docs/explanation/hazards.md``); its safe twin differs only in th
 * ``CAUSES``: buggy class -> the buffer its finding must name (its ``cause``, container indices
   dropped) and, for metadata written into the wrong buffer, where this step's values went.
 
-Modules: ``paged_decode`` (plain torch decode), ``split_kv`` (Triton split-KV decode),
+Modules: ``paged_decode`` (plain torch decode), ``split_kv`` (Triton split-KV decode), ``kernel_choice`` (a kernel chosen on the host),
 ``varlen`` (Triton mixed prefill/decode), ``state`` (recurrent and conv state pools),
 ``workspace`` (workspaces and accumulators), ``spec_decode`` (speculative decoding),
 ``wrong_buffer`` (metadata written into a persistent buffer the graph does not read),
@@ -25,7 +25,18 @@ from ._common import use_interpreter
 
 use_interpreter()  # before the modules below define their Triton kernels
 
-from . import accumulate, lazy_guard, paged_decode, spec_decode, split_kv, state, varlen, workspace, wrong_buffer  # noqa: E402
+from . import (  # noqa: E402
+    accumulate,
+    kernel_choice,
+    lazy_guard,
+    paged_decode,
+    spec_decode,
+    split_kv,
+    state,
+    varlen,
+    workspace,
+    wrong_buffer,
+)
 
 TWIN_OF: dict[type, type] = {
     paged_decode.FreshSeqLens: paged_decode.PagedDecode,
@@ -40,6 +51,7 @@ TWIN_OF: dict[type, type] = {
     varlen.BatchMaxSeqlenLoop: varlen.VarlenAttention,
     varlen.DecodePrefillHostCounts: varlen.SplitDecodePrefill,
     varlen.DecodeKernelChoice: varlen.VarlenAttention,
+    kernel_choice.KernelChoiceTruncating: kernel_choice.KernelChoiceFromBatch,
     state.RecurrentPadSlotZero: state.RecurrentDecode,
     state.ConvPadSlotZero: state.ConvDecode,
     workspace.GrowingWorkspace: workspace.FixedWorkspace,
@@ -70,6 +82,7 @@ EXPECTED: dict[type, frozenset[str]] = {
     varlen.BatchMaxSeqlenLoop: frozenset({"frozen-host-value"}),
     varlen.DecodePrefillHostCounts: frozenset({"frozen-host-value"}),
     varlen.DecodeKernelChoice: frozenset({"frozen-host-value"}),
+    kernel_choice.KernelChoiceTruncating: frozenset({"frozen-host-value"}),
     state.RecurrentPadSlotZero: frozenset({"stale-padding"}),
     state.ConvPadSlotZero: frozenset({"stale-padding"}),
     workspace.GrowingWorkspace: frozenset({"stale-pointer"}),
@@ -109,6 +122,7 @@ SAFE: list[type] = [
     split_kv.SplitKVDecode,
     split_kv.SplitCountFromBatchDeviceLen,
     split_kv.PlannedSplitKV,
+    kernel_choice.KernelChoiceFromBatch,
     varlen.VarlenAttention,
     varlen.SplitDecodePrefill,
     state.RecurrentDecode,
