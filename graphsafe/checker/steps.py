@@ -95,10 +95,11 @@ class ExampleRunner:
         self.enabled, self.comparator, self.known_writes = enabled, comparator, known_writes
         self.steps_run = 0
         self.infos: list[Finding] = []  # info-severity findings (they do not fail an example)
-        #: differences already diagnosed as no error in this runner (an info finding, a kind the check does not
-        #: report, a cause an earlier phase reported): (tensor, order of magnitude) pairs; a step whose every
-        #: difference is one of them goes on undiagnosed
-        self.dismissed: set[tuple[str, int]] = set()
+        #: differences already diagnosed as no error in this runner: (tensor, order of magnitude) for an info finding
+        #: (numerics only: a larger difference in that tensor is diagnosed again), (tensor, None) for a kind the
+        #: check does not report or a cause an earlier phase reported; a step whose every difference is one of them
+        #: goes on undiagnosed
+        self.dismissed: set[tuple[str, int | None]] = set()
         self._made: list[
             Any
         ] = []  # weak references to the instances and graphs this runner made (None: not weak-referable)
@@ -194,12 +195,13 @@ class ExampleRunner:
                 return f
         return None
 
-    def dismiss(self, mismatches: list[Mismatch] | tuple[Mismatch, ...]) -> None:
-        """Let later steps whose differences are these (tensor and order of magnitude) go on undiagnosed."""
-        self.dismissed |= {(m.tensor, _decade(m)) for m in mismatches}
+    def dismiss(self, mismatches: list[Mismatch] | tuple[Mismatch, ...], *, magnitude: bool = False) -> None:
+        """Let later steps whose differences are in these tensors (of this order of magnitude, with ``magnitude``)
+        go on undiagnosed."""
+        self.dismissed |= {(m.tensor, _decade(m) if magnitude else None) for m in mismatches}
 
     def _dismissed(self, mismatches: list[Mismatch]) -> bool:
-        return all((m.tensor, _decade(m)) in self.dismissed for m in mismatches)
+        return all({(m.tensor, None), (m.tensor, _decade(m))} & self.dismissed for m in mismatches)
 
     def _run(self, plan: Plan) -> Finding | Symptom | None:
         session = self._session(plan)
@@ -306,7 +308,7 @@ class ExampleRunner:
             return None  # explained by a probe this check does not report
         if f.severity != "error":  # worth knowing, not a failure
             self.infos.append(self._finish(f, probe, ctx))
-            self.dismiss(mism)
+            self.dismiss(mism, magnitude=True)
             return _GOES_ON
         self.diagnosed = self._finish(f, probe, ctx)
         return self.diagnosed

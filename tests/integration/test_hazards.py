@@ -23,11 +23,11 @@ def test_a_hazard_gets_exactly_its_expected_kinds_and_names_its_buffer(cls, engi
     result = check(cls, engine)
     assert result.kinds == set(H.EXPECTED[cls]), result.summary()
     if cls in H.CAUSES:  # the buffer the graph read and, for a wrong buffer, where this step's values went
-        cause, went = H.CAUSES[cls]
-        assert [cause_key(f.cause) for f in result.errors] == [cause], result.summary()
+        cause, went = H.CAUSES[cls]  # ("a|b": either buffer of one mistake, as the shrunk example shows it)
+        [f] = result.errors
+        assert cause_key(f.cause) in cause.split("|"), result.summary()
         if went is not None:
-            [f] = result.errors
-            assert went in [cause_key(p) for p in f.details["new"]], result.summary()
+            assert set(went.split("|")) & {cause_key(p) for p in f.details["new"]}, result.summary()
             assert f.where.split(", ")[0] not in f.details["new"], result.summary()
 
 
