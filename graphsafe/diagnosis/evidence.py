@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -60,6 +60,10 @@ class ScratchRun:
     paths: dict[int, list[str]] | None = None  # storage -> attribute paths in the run's instance
     static: dict[str, torch.Tensor] | None = None  # the run's static state, when asked to keep it
     overridden: int = 0  # host values the last forward ran with overridden (see scratch_overridden)
+    #: storage key -> its bytes after the last prepare(), and after the last forward() (the repair experiment's
+    #: read-level values: what the run's launches read)
+    bytes_after_prepare: dict[int, torch.Tensor] = field(default_factory=dict)
+    bytes_after_forward: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
 def _fresh_instance(ctx: StepContext) -> tuple[Any, set[int]]:
@@ -360,6 +364,8 @@ class Evidence:
                 call_target("forward() [diagnosis]", inst.forward)
         randomise_static(inst, ctx.seed)  # as the graph instance's reset: after the captures, at the example's start
         launches: list[Launch] = []
+        before: dict[int, torch.Tensor] = {}
+        after: dict[int, torch.Tensor] = {}
         bufs: dict[str, torch.Tensor] = {}
         paths: dict[int, list[str]] = {}
         out: Any = None  # what the last step's forward() returned
@@ -369,16 +375,20 @@ class Evidence:
             if i == len(steps) - 1:
                 bufs = {p: t.clone() for p, t in walk(inst) if storage_key(t) not in statics}
                 paths = paths_by_storage(inst)
+                before = {k: byte_view(t).clone() for k, t in storages_of(inst, exclude=statics).items()}
                 with Recorder("observe", overrides=overrides) as rec:
                     out = call_target("forward() [diagnosis]", inst.forward)
                 launches = rec.launches
+                after = {k: byte_view(t).clone() for k, t in storages_of(inst, exclude=statics).items() if k in before}
             else:
                 out = call_target("forward() [diagnosis]", inst.forward)
         as_outputs(out)  # checked: a tensor or a tuple of tensors
         live = [t.clone() for t in live_rows(inst, out, steps[-1])]
         mism = ctx.comparator.step(live, ctx.eager_live, static_dict(inst), ctx.eager_static, ctx.batch)
         ctx.engine.synchronize()
-        return ScratchRun(live, mism, launches, bufs, paths, static_dict(inst) if keep_static else None, rec.overridden)
+        return ScratchRun(
+            live, mism, launches, bufs, paths, static_dict(inst) if keep_static else None, rec.overridden, before, after
+        )
 
     def scratch_overridden(self, overrides: tuple[Override, ...]) -> ScratchRun:
         """:attr:`scratch` (this example's padded steps, eagerly) with the last forward's Triton launches run

@@ -9,11 +9,13 @@ import difflib
 
 import torch
 
+from ..capture.compare import compare
 from ..engines.recording import Launch, TensorArg
+from ..findings import Mismatch
 from .context import StepContext
 from .graph_evidence import graph_evidence, unseen_kernels
 
-__all__ = ["numerics_bound", "diff_launches", "frozen_values", "host_decision", "concerns"]
+__all__ = ["numerics_bound", "beyond_bound", "diff_launches", "frozen_values", "host_decision", "concerns"]
 
 #: relative resolution of each output dtype: one unit in the last place, relative
 _RESOLUTION = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10, torch.float64: 2.0**-40}
@@ -161,3 +163,21 @@ def concerns(diff: dict, kernels: set[str]) -> bool:
     if diff["kind"] == "branch":
         return any(label in kernels for label in (*diff["captured"], *diff["needed"]))
     return diff["kernel"] in kernels
+
+
+def beyond_bound(ctx: StepContext, live: list, static: dict) -> list[Mismatch]:
+    """Where ``live`` and ``static`` (the graph's, or another run's) differ from the step's eager reference by more
+    than :func:`numerics_bound`: what a reordered reduction cannot explain."""
+    pairs = [(f"output[{i}]", a, b) for i, (a, b) in enumerate(zip(live, ctx.eager_live))]
+    pairs += [(f"static[{k!r}]", a, ctx.eager_static[k]) for k, a in static.items() if k in ctx.eager_static]
+    out = []
+    for name, a, b in pairs:
+        if a.shape != b.shape or not b.dtype.is_floating_point or b.numel() == 0:
+            m = compare(name, a, b)
+        else:
+            bound = numerics_bound(b.dtype, b.device)
+            scale = float(b.detach().float().abs().nan_to_num(0.0).amax())
+            m = compare(name, a, b, rtol=bound, atol=bound * scale)
+        if m is not None:
+            out.append(m)
+    return out

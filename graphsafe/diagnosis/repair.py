@@ -3,10 +3,12 @@
 When a step's replay differs from eager, diagnosis does not guess the cause from a buffer's history alone.  It
 takes the buffers the graph reads (the recorded launches' and, on CUDA, the graph reader's), sets them back to
 what they held before the step's replay (:class:`PreReplay`, saved by the step loop of a run that diagnoses), and
-copies into them, one buffer or group at a time, what a fresh instance of the target holds at the same attribute
-path after this step's ``prepare()``.  The fresh instance comes with the same history (the captures' and the
-example's steps run eagerly, padded as the graph ran them) and, failing that, without it (only this step, on a
-new instance).  The smallest set of buffers whose repair makes the replay equal eager is the cause.
+copies into them, one buffer or group at a time, fresh values (:data:`SOURCES`, in order): what a fresh instance
+with the same history (the captures' and the example's steps run eagerly, padded as the graph ran them) holds at
+the same attribute path after this step's ``prepare()``; what the same launches of that eager run read at the same
+argument (after its ``prepare()``, then as its ``forward()`` left it: a plan eager writes inside ``forward()``);
+what an instance without history holds (this step only).  The smallest set of buffers whose repair makes the
+replay equal eager is the cause.
 
 What the experiment proves is used twice:
 
@@ -23,14 +25,17 @@ slots writing into live state: the padding probes name those).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ..capture.ledger import storages_of
+from ..capture.regions import byte_region
 from ..capture.statewalk import byte_view, paths_by_storage, storage_key, walk
 from ..capture.statics import SavedStatics, static_dict
+from ..engines.recording import TensorArg
 from ..findings import Finding, FindingKind
 from .context import StepContext
 from .evidence import ScratchRun, warmup_wrote_last
@@ -61,22 +66,25 @@ class PreReplay:
 @dataclass
 class Repair:
     """The experiment's outcome: ``keys`` (storages) whose fresh values made the replay equal eager, from which
-    fresh run (``history``: the instance's history replayed; else only this step), and how many replays it took."""
+    source (:data:`SOURCES`), and how many replays it took."""
 
     fixed: bool
     keys: tuple[int, ...] = ()
     names: tuple[str, ...] = ()
-    history: bool = True
+    source: str = ""  # which of SOURCES gave the values that fixed it
     replays: int = 0
     tried: int = 0  # buffers whose fresh value differed from the replayed one
     rows: dict[int, tuple[int, int]] = field(default_factory=dict)  # key -> (first, last) differing row (dim 0)
 
 
-def _pairs(ctx: StepContext, run: ScratchRun, pre: PreReplay) -> dict[int, list[tuple[torch.Tensor, torch.Tensor]]]:
+Units = dict[int, list[tuple[torch.Tensor, torch.Tensor]]]  # storage key -> (graph instance's view, fresh value)
+
+
+def _by_path(ctx: StepContext, run: ScratchRun, pre: PreReplay) -> Units:
     """storage key -> (the graph instance's view, the fresh instance's value) at every path both hold alike, for
     the buffers the graph reads whose fresh value differs from what the replay read (``pre`` restored)."""
     now = dict(walk(ctx.session.target))
-    out: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+    out: Units = {}
     for path, fresh in run.buffers_after_prepare.items():
         g = now.get(path)
         if g is None or g.shape != fresh.shape or g.dtype != fresh.dtype or g.device != fresh.device:
@@ -84,6 +92,36 @@ def _pairs(ctx: StepContext, run: ScratchRun, pre: PreReplay) -> dict[int, list[
         key = storage_key(g)
         if key in pre.tensors and not torch.equal(g, fresh):
             out.setdefault(key, []).append((g, fresh))
+    return out
+
+
+def _by_read(ctx: StepContext, run: ScratchRun, pre: PreReplay, fresh: dict[int, torch.Tensor]) -> Units:
+    """storage key -> (the bytes a recorded launch of the graph reads, the bytes the same launch of the fresh run
+    reads at the same argument), where they differ: what eager reads there, wherever it keeps it (the other copy of
+    a double buffer, another wrapper's buffer, a plan its forward() wrote).  ``fresh``: the run's storages' bytes
+    after its prepare() or after its forward()."""
+    graph = [la for la in ctx.info.launches if la.device_work]
+    eager = [lb for lb in run.launches if lb.device_work]
+    sm = difflib.SequenceMatcher(
+        a=[(x.kind, x.name) for x in graph], b=[(x.kind, x.name) for x in eager], autojunk=False
+    )
+    out: Units = {}
+    seen: set[tuple[int, int, int]] = set()
+    for i, j, n in sm.get_matching_blocks():
+        for la, lb in zip(graph[i : i + n], eager[j : j + n]):
+            for name, v in la.args.items():
+                w = lb.args.get(name)
+                if not (isinstance(v, TensorArg) and isinstance(w, TensorArg) and v.key in pre.tensors):
+                    continue
+                rv, rw, src = byte_region(v), byte_region(w), fresh.get(w.key)
+                if rv is None or rw is None or src is None or rv[1] - rv[0] != rw[1] - rw[0] or rw[1] > src.numel():
+                    continue
+                if (v.key, *rv) in seen:
+                    continue
+                seen.add((v.key, *rv))
+                dst = byte_view(pre.tensors[v.key])[rv[0] : rv[1]]
+                if dst.numel() == rw[1] - rw[0] and not torch.equal(dst, src[rw[0] : rw[1]]):
+                    out.setdefault(v.key, []).append((dst, src[rw[0] : rw[1]]))
     return out
 
 
@@ -99,6 +137,12 @@ def _rows(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[int, int]:
     return first, last
 
 
+#: where fresh values come from, in the order tried: the same paths of a fresh instance with the example's history;
+#: what the same launches of that instance read (after its prepare(), then after its forward(): a plan eager writes
+#: inside forward()); the same paths of an instance without history (this step only)
+SOURCES = ("history", "read", "read-forward", "no-history")
+
+
 def repair(ctx: StepContext) -> Repair:
     """Run the experiment (module docstring) on a step whose replay differed; the graph instance's state is given
     back as the replay left it.  Needs the step's :class:`PreReplay` (``ctx.before_replay``)."""
@@ -106,38 +150,49 @@ def repair(ctx: StepContext) -> Repair:
     if pre is None:
         return Repair(False)
     after = PreReplay(ctx)
-    replays = 0
+    replays = tried = 0
 
-    def trial(pairs: dict[int, list], keys: list[int]) -> bool:
+    def trial(units: Units, keys: list[int]) -> bool:
         nonlocal replays
         pre.restore()
         for k in keys:
-            for g, fresh in pairs[k]:
-                g.copy_(fresh)
+            for dst, src in units[k]:
+                dst.copy_(src)
         replays += 1
         live = ctx.replay_live()
         static = static_dict(ctx.session.target)
         return not ctx.comparator.step(live, ctx.eager_live, static, ctx.eager_static, ctx.batch, ctx.region)
 
     try:
-        for history in (True, False):
+        for source in SOURCES:
             pre.restore()
-            run = ctx.evidence.scratch if history else ctx.evidence.fresh_scratch
-            pairs = _pairs(ctx, run, pre)
-            rows = {k: _rows(v) for k, v in pairs.items()}  # (pre restored: what the replay read)
-            keys = sorted(pairs)
-            if not keys or not trial(pairs, keys):
+            ev = ctx.evidence
+            if source == "history":
+                units = _by_path(ctx, ev.scratch, pre)
+            elif source == "no-history":
+                units = _by_path(ctx, ev.fresh_scratch, pre)
+            else:
+                run = ev.scratch
+                units = _by_read(
+                    ctx, run, pre, run.bytes_after_prepare if source == "read" else run.bytes_after_forward
+                )
+            rows = {k: _rows(v) for k, v in units.items()} if source == "no-history" else {}
+            keys = sorted(units)
+            tried = max(tried, len(keys))
+            if not keys or not trial(units, keys):
                 continue
-            found = next((k for k in keys[:MAX_SINGLE] if trial(pairs, [k])), None)
+            found = next((k for k in keys[:MAX_SINGLE] if trial(units, [k])), None)
             if found is not None:
                 keys = [found]
             elif len(keys) <= MAX_SINGLE:
                 for k in list(keys):  # the smallest set: drop each buffer that the others fix without
-                    if len(keys) > 1 and trial(pairs, [x for x in keys if x != k]):
+                    if len(keys) > 1 and trial(units, [x for x in keys if x != k]):
                         keys.remove(k)
             names = tuple(_name(ctx, k) for k in keys)
-            return Repair(True, tuple(keys), names, history, replays, len(pairs), {k: rows[k] for k in keys})
-        return Repair(False, replays=replays)
+            return Repair(
+                True, tuple(keys), names, source, replays, len(units), {k: rows[k] for k in keys if k in rows}
+            )
+        return Repair(False, replays=replays, tried=tried)
     finally:
         after.restore()
         ctx.engine.synchronize()
@@ -146,6 +201,14 @@ def repair(ctx: StepContext) -> Repair:
 def _name(ctx: StepContext, key: int) -> str:
     paths = paths_by_storage(ctx.session.target).get(key) or ctx.info.paths.get(key) or [hex(key)]
     return ", ".join(paths)
+
+
+_FROM = {
+    "history": "a fresh instance with the same history holds after this step's prepare()",
+    "read": "the same launches of an eager run with the same history read (after its prepare())",
+    "read-forward": "the same launches of an eager run with the same history read (written in its forward())",
+    "no-history": "a fresh instance without history holds after this step's prepare()",
+}
 
 
 def attributed(ctx: StepContext, rep: Repair) -> Finding:
@@ -157,23 +220,23 @@ def attributed(ctx: StepContext, rep: Repair) -> Finding:
     first, last = rep.rows.get(key, (0, 0))
     nbytes = ctx.graph.recording.external[key].nbytes
     infos = list(ctx.session.infos.values())
-    live = ctx.padded_batch.num_reqs if ctx.padded_batch is not None else 0
+    live = ctx.padded_batch.num_reqs
     writers = _writers(ctx, key)
     m = ctx.mismatches[0]
     proof = (
-        f"{m.tensor} differs from eager ({m.count}/{m.total}, max abs {m.max_abs:.3g}); given what a fresh instance "
-        f"{'with the same history' if rep.history else 'without history'} holds after this step's prepare(), "
-        f"{', '.join(rep.names)} make{'s' if len(rep.keys) == 1 else ''} the replay equal eager "
-        f"({rep.replays} replays)"
+        f"{m.tensor} differs from eager ({m.count}/{m.total}, max abs {m.max_abs:.3g}); given what {_FROM[rep.source]}, "
+        f"{', '.join(rep.names)} make{'s' if len(rep.keys) == 1 else ''} the replay equal eager ({rep.replays} replays)"
     )
     kind = FindingKind.UNPERSISTED_METADATA
     if warmup_wrote_last(infos, key, 0, nbytes):
         kind, how = FindingKind.LAZY_INIT, "a warm-up wrote it last: capture skipped its writer"
-    elif not rep.history and first >= ctx.batch.num_reqs and live > ctx.batch.num_reqs:
+    elif rep.source == "no-history" and first >= ctx.batch.num_reqs and live > ctx.batch.num_reqs:
         kind = FindingKind.STALE_PADDING
         how = f"it differs only in rows {first}..{last}, past this batch's {ctx.batch.num_reqs} live requests"
+    elif rep.source == "read-forward":
+        how = "eager writes what it reads there inside forward(), and the graph replays without that write"
     else:
-        how = "this step's prepare() did not leave this batch's values there"
+        how = "this step's prepare() did not leave this batch's values where the graph reads them"
     msg = f"{proof}: the graph reads {name}, and {how}"
     if writers:
         msg += f"; its writers in prepare(): {'; '.join(writers[:3])}"
@@ -182,7 +245,7 @@ def attributed(ctx: StepContext, rep: Repair) -> Finding:
         message=msg,
         where=name.split(", ")[0],
         mismatches=ctx.mismatches,
-        details={"repaired": list(rep.names), "writers": writers, "history": rep.history, "replays": rep.replays},
+        details={"repaired": list(rep.names), "writers": writers, "source": rep.source, "replays": rep.replays},
         cause="buffer:" + name.split(", ")[0],
     )
 

@@ -36,11 +36,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...capture.compare import compare
 from ...engines.recording import Override
-from ...findings import Finding, FindingKind, Mismatch
+from ...findings import Finding, FindingKind
 from ..context import StepContext
-from ..frozen import frozen_values, host_decision, numerics_bound
+from ..frozen import beyond_bound, frozen_values, host_decision
 from ..graph_evidence import graph_evidence, recaptured_replays_as_eager
 
 KIND = FindingKind.FROZEN_HOST_VALUE
@@ -57,24 +56,6 @@ def _overrides(diffs: list[dict]) -> tuple[Override, ...] | None:
     )
 
 
-def _beyond_bound(ctx: StepContext, live: list, static: dict) -> list[Mismatch]:
-    """Where ``live`` and ``static`` (a run at the captured values) differ from eager at the needed ones by more
-    than :func:`numerics_bound`."""
-    pairs = [(f"output[{i}]", a, b) for i, (a, b) in enumerate(zip(live, ctx.eager_live))]
-    pairs += [(f"static[{k!r}]", a, ctx.eager_static[k]) for k, a in static.items() if k in ctx.eager_static]
-    out = []
-    for name, a, b in pairs:
-        if a.shape != b.shape or not b.dtype.is_floating_point or b.numel() == 0:
-            m = compare(name, a, b)
-        else:
-            bound = numerics_bound(b.dtype, b.device)
-            scale = float(b.detach().float().abs().nan_to_num(0.0).amax())
-            m = compare(name, a, b, rtol=bound, atol=bound * scale)
-        if m is not None:
-            out.append(m)
-    return out
-
-
 def _numerics_only(ctx: StepContext, diffs: list[dict]) -> str | None:
     """The info message when the frozen values only change rounding (module docstring), else None."""
     overrides = _overrides(diffs)
@@ -84,7 +65,7 @@ def _numerics_only(ctx: StepContext, diffs: list[dict]) -> str | None:
             return None  # the eager run did not launch what the capture did: nothing proved
         if ctx.comparator.step(ctx.graph_live, run.live, ctx.graph_static, run.static or {}, ctx.batch):
             return None  # the graph differs from eager at the captured values too: something else is wrong
-        if _beyond_bound(ctx, run.live, run.static or {}):
+        if beyond_bound(ctx, run.live, run.static or {}):
             return None
         how = "the graph equals eager run with the captured values, which differs from eager with this batch's"
     else:  # the captured values cannot be put back into an eager run (a branch, an opaque plan): re-capture
@@ -98,7 +79,7 @@ def _numerics_only(ctx: StepContext, diffs: list[dict]) -> str | None:
             how = "a graph captured for this batch replays as eager does; the replayed graph differs from eager"
         else:
             return None
-        if _beyond_bound(ctx, ctx.graph_live, ctx.graph_static):
+        if beyond_bound(ctx, ctx.graph_live, ctx.graph_static):
             return None
     worst = max(ctx.mismatches, key=lambda m: m.max_abs if not math.isnan(m.max_abs) else math.inf)
     return (

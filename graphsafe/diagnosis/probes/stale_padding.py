@@ -5,7 +5,9 @@ and poisoning as the graph instance.  If that reproduces the difference, the gra
 A second eager run of only the failing step on a fresh instance tells the two padding hazards apart:
 
 * it differs too: padded slots break live rows by themselves (seq_len 0 giving NaN through a
-  batch-wide reduction);
+  batch-wide reduction); where the graph is that padded eager run and both are within the output dtype's
+  rounding bound of eager, the padded batch only took another kernel or split (a reduction in another order):
+  ``info``, numerics only;
 * it does not: the difference needs the instance's history.  That is stale padding only when padding
   alone explains it: the buffers the graph reads differ from the fresh run's in padded rows (past this
   batch's live requests) and nowhere else.  A difference in live rows (a plan kept from warm-up, an
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from ...findings import Finding, FindingKind
 from ..context import StepContext
+from ..frozen import beyond_bound
 from ..padding import differing_rows, input_paths, padding_alone, padding_slots, unwritten_buffers, unwritten_rows
 
 KIND = FindingKind.STALE_PADDING
@@ -51,6 +54,17 @@ def run(ctx: StepContext) -> Finding | None:
             f"padding ({slots}) changes live results even without history: {m.tensor} differs "
             f"({m.count}/{m.total}, max abs {m.max_abs:.3g}) when the same batch runs padded"
         )
+        note = _numerics_only(ctx)
+        if note is not None:  # padding picks another kernel or split for the live rows: only their rounding moves
+            return Finding(
+                kind=KIND,
+                message=msg + note,
+                where=m.tensor,
+                mismatches=hist_m,
+                cause=f"output:{m.tensor}",
+                severity="info",
+                details={"numerics_only": True},
+            )
         stale = unwritten_buffers(ctx, ev.fresh_scratch)
         if stale:
             msg += f"; prepare() leaves {', '.join(stale[:4])} unwritten (poisoned) past this batch"
@@ -77,4 +91,26 @@ def run(ctx: StepContext) -> Finding | None:
     cause = f"buffer:{where}" if stale else f"output:{m.tensor}"
     return Finding(
         kind=KIND, message=msg, where=where, details={"stale_buffers": stale}, mismatches=hist_m, cause=cause
+    )
+
+
+def _numerics_only(ctx: StepContext) -> str | None:
+    """The info note when padding changes only the rounding of live rows (a kernel or split chosen from the padded
+    batch's shape: the same reduction in another order), else None: the graph equals the padded eager run of the
+    example (padding is the whole difference), and both are within the dtype's bound of eager
+    (:func:`~graphsafe.diagnosis.frozen.numerics_bound`).  Never with bitwise tolerance, and never for a static
+    tensor: padded slots that write state are stale padding whatever the size of the change."""
+    if ctx.comparator.tolerance.bitwise or any(m.tensor.startswith("static[") for m in ctx.mismatches):
+        return None
+    run = ctx.evidence.scratch
+    if ctx.comparator.step(ctx.graph_live, run.live, {}, {}, ctx.batch):
+        return None  # the graph is not the padded eager run: something besides the padding
+    if beyond_bound(ctx, ctx.graph_live, {}) or beyond_bound(ctx, run.live, {}):
+        return None
+    worst = max(ctx.mismatches, key=lambda x: x.max_abs)
+    return (
+        f"; numerics only: the graph equals an eager run of the same padded steps, and both differ from eager by at "
+        f"most {worst.max_abs:.3g} (relative {worst.max_rel:.3g}) in {worst.tensor}, within the output dtype's "
+        "resolution (or TF32 rounding for fp32 on a GPU): the padded batch takes another kernel or split; use "
+        "Tolerance(bitwise=True) where results must not depend on padding"
     )

@@ -80,3 +80,14 @@ class KernelChoiceTruncating(KernelChoiceFromBatch):
 
     def one_pass_keys(self) -> int:
         return triton.cdiv(self.longest, 1)
+
+
+class KernelChoiceFromPadding(KernelChoiceFromBatch):
+    """Safe up to rounding: split-KV for batches of four slots, padded slots counted (vLLM 0.33's
+    TRITON_ATTN picks its 2D or 3D kernel from the padded batch's shape).  Three requests padded to a graph of four
+    take the split-KV kernels where the same three run eagerly in one pass: the padding changes only the order of a
+    reduction (info)."""
+
+    def prepare(self, batch) -> None:
+        super().prepare(batch)
+        self.longest = SHORT + 1 if batch.num_slots > 3 else 0
