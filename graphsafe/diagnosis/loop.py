@@ -60,6 +60,8 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
             f"repair: the replay still differs with every one of the {rep.tried} buffers the graph reads that differ "
             f"from a fresh instance's holding the fresh values ({rep.replays} replays)"
         )
+    elif ctx.before_replay is not None:
+        looked.append("repair: every buffer the graph reads held what a fresh eager instance holds there")
     f = Finding(
         kind=FindingKind.REPLAY_MISMATCH,
         message=(

@@ -75,6 +75,9 @@ class Repair:
     replays: int = 0
     tried: int = 0  # buffers whose fresh value differed from the replayed one
     rows: dict[int, tuple[int, int]] = field(default_factory=dict)  # key -> (first, last) differing row (dim 0)
+    #: the rows of the repaired buffer past the live requests (or tokens), given a fresh prepare()'s values alone,
+    #: also make the replay right: the padding is the cause
+    padding: bool = False
 
 
 Units = dict[int, list[tuple[torch.Tensor, torch.Tensor]]]  # storage key -> (graph instance's view, fresh value)
@@ -189,13 +192,25 @@ def repair(ctx: StepContext) -> Repair:
                     if len(keys) > 1 and trial(units, [x for x in keys if x != k]):
                         keys.remove(k)
             names = tuple(_name(ctx, k) for k in keys)
-            return Repair(
-                True, tuple(keys), names, source, replays, len(units), {k: rows[k] for k in keys if k in rows}
-            )
+            padding = _past_live(ctx, pre, keys[0], trial)
+            rows_of = {k: rows[k] for k in keys if k in rows}
+            return Repair(True, tuple(keys), names, source, replays, len(units), rows_of, padding)
         return Repair(False, replays=replays, tried=tried)
     finally:
         after.restore()
         ctx.engine.synchronize()
+
+
+def _past_live(ctx: StepContext, pre: PreReplay, key: int, trial) -> bool:
+    """The padding experiment: does the replay come out right when only the rows of ``key`` past this batch's live
+    tokens (or requests) hold what a fresh instance without history writes there?"""
+    pre.restore()
+    units = _by_path(ctx, ctx.evidence.fresh_scratch, pre).get(key, [])
+    for live in sorted({ctx.batch.num_tokens, ctx.batch.num_reqs}, reverse=True):
+        past = {key: [(g[live:], f[live:]) for g, f in units if g.dim() and g.shape[0] > live]}
+        if past[key] and trial(past, [key]):
+            return True
+    return False
 
 
 def _name(ctx: StepContext, key: int) -> str:
@@ -217,10 +232,9 @@ def attributed(ctx: StepContext, rep: Repair) -> Finding:
     ``stale-padding``; else this step's prepare() did not leave this batch's values where the graph reads them:
     ``unpersisted-metadata``), the buffer and its writers."""
     key, name = rep.keys[0], rep.names[0]
-    first, last = rep.rows.get(key, (0, 0))
     nbytes = ctx.graph.recording.external[key].nbytes
     infos = list(ctx.session.infos.values())
-    live = ctx.padded_batch.num_reqs
+    live = ctx.padded_batch.num_slots
     writers = _writers(ctx, key)
     m = ctx.mismatches[0]
     proof = (
@@ -230,9 +244,12 @@ def attributed(ctx: StepContext, rep: Repair) -> Finding:
     kind = FindingKind.UNPERSISTED_METADATA
     if warmup_wrote_last(infos, key, 0, nbytes):
         kind, how = FindingKind.LAZY_INIT, "a warm-up wrote it last: capture skipped its writer"
-    elif rep.source == "no-history" and first >= ctx.batch.num_reqs and live > ctx.batch.num_reqs:
+    elif rep.padding and live > ctx.batch.num_reqs:
         kind = FindingKind.STALE_PADDING
-        how = f"it differs only in rows {first}..{last}, past this batch's {ctx.batch.num_reqs} live requests"
+        how = (
+            f"its rows past this batch's live requests ({ctx.batch.num_reqs} of {live} slots) alone, given what a "
+            "fresh prepare() writes there, make the replay right: the padding keeps stale values"
+        )
     elif rep.source == "read-forward":
         how = "eager writes what it reads there inside forward(), and the graph replays without that write"
     else:
@@ -256,5 +273,11 @@ def _writers(ctx: StepContext, key: int) -> list[str]:
     t = ctx.evidence.graph_read_tensors.get(key)
     if t is None:
         return []
-    writes = trace_writes(target, lambda: target.prepare(ctx.padded_batch), {key: t})
+    view = byte_view(t)
+    kept = view.clone()
+    view.fill_(0xA5)  # a write of the value the buffer already held shows too
+    try:
+        writes = trace_writes(target, lambda: target.prepare(ctx.padded_batch), {key: t})
+    finally:
+        view.copy_(kept)
     return list(dict.fromkeys(f"{w.label} `{w.source}`" for w in writes if w.key == key))

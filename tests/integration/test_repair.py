@@ -1,0 +1,65 @@
+"""The repair experiment decides which buffer is the cause: the buffers the graph reads are set back to what the
+replay read, given what a fresh eager instance holds, and the graph replays.  A difference no probe explains but a
+repair fixes is named from the repaired buffer and its writers; a probe's buffer claim that a repair of other
+buffers contradicts is set aside; a difference no repair fixes stays a replay-mismatch that says so."""
+
+from __future__ import annotations
+
+import pytest
+
+import graphsafe
+from graphsafe import Batch
+from graphsafe.diagnosis import Probe, loop
+from graphsafe.findings import Finding, FindingKind
+from tests.targets import hazards as H
+
+TABLE = ((1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11, 12))
+#: three live requests in the worst-case graph of four slots, after the capture's larger batch
+STEP = Batch(query_lens=(1, 1, 1), seq_lens=(16, 13, 13), block_table=TABLE, seed=0)
+
+
+def reproduce(cls, steps=(STEP,)):
+    return graphsafe.reproduce(cls, list(steps), engine="emulate")
+
+
+@pytest.fixture
+def no_probes(monkeypatch):
+    """No diagnosis probe explains anything: what is left is the repair experiment."""
+    monkeypatch.setattr(loop, "at_stage", lambda stage: ())
+
+
+@pytest.fixture
+def wrong_claim(monkeypatch):
+    """One diagnosis probe, which always blames ``self.seq_lens`` (a buffer this step's prepare() wrote right)."""
+
+    def claim(ctx):
+        return Finding(
+            kind=FindingKind.UNPERSISTED_METADATA,
+            message="blames seq_lens",
+            where="self.seq_lens",
+            cause="buffer:self.seq_lens",
+        )
+
+    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames seq_lens")
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (probe,))
+
+
+def test_a_difference_a_repaired_buffer_fixes_is_named_with_the_buffer_and_its_writers(no_probes):
+    [f] = reproduce(H.paged_decode.PrefixOnlyMetadata).errors
+    assert f.kind.value == "stale-padding", f.summary()
+    assert f.where == "self.slot_mapping" and "the replay equal eager" in f.message
+    assert f.details["writers"] == ["tests/targets/hazards/paged_decode.py:48 in prepare `self.write_inputs(batch)`"]
+
+
+def test_a_repair_of_another_buffer_sets_a_probes_claim_aside(wrong_claim):
+    [f] = reproduce(H.paged_decode.PrefixOnlyMetadata).errors
+    assert f.where == "self.slot_mapping", f.summary()
+
+
+def test_a_frozen_value_no_repair_fixes_stays_a_replay_mismatch_that_says_so(no_probes):
+    r = graphsafe.check(
+        H.paged_decode.HostTemperature, engine="emulate", examples=10, seed=0, database=False, isolate="none"
+    )
+    [f] = r.errors
+    assert f.kind.value == "replay-mismatch", f.summary()
+    assert any(line.startswith("repair:") for line in f.details["ruled_out"]), f.details
