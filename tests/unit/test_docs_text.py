@@ -55,24 +55,19 @@ DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 
 
 def _blocks(text: str) -> list[str]:
-    """The prose paragraphs and table rows of a Markdown page, without fenced code (example output)."""
+    """The prose paragraphs and tables of a Markdown page, without fenced code (example output)."""
     out: list[str] = []
-    fenced = False
     para: list[str] = []
-    for line in text.splitlines():
+    fenced = False
+    for line in [*text.splitlines(), ""]:
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
-            para and out.append("\n".join(para))
-            para = []
-            continue
-        if fenced:
-            continue
-        if not line.strip():
-            para and out.append("\n".join(para))
+        if fenced or line.lstrip().startswith(("```", "~~~")) or not line.strip():
+            if para:
+                out.append("\n".join(para))
             para = []
         else:
             para.append(line)
-    para and out.append("\n".join(para))
     return out
 
 
@@ -189,4 +184,5 @@ def test_the_rules_catch_what_they_forbid():
     block = "It took 42.8 s against 51.2 s (`scaling-4gpu-50ex-cli-gpu.json`, 4x H100, 2026-11-28)."
     assert _sources(block) == ({"scaling-4gpu-50ex-cli-gpu.json"}, True)
     assert _sources("It took 42.8 s on an H100.") == (set(), False)
+    assert _blocks("one\n\n```\n4.2 s of output\n```\ntwo") == ["one", "two"]
     assert len(_sections("# A\ntext\n## B\nmore\n```\n# a comment in code, no heading\n```")) == 3
