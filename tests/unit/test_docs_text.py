@@ -186,3 +186,11 @@ def test_the_rules_catch_what_they_forbid():
     assert _sources("It took 42.8 s on an H100.") == (set(), False)
     assert _blocks("one\n\n```\n4.2 s of output\n```\ntwo") == ["one", "two"]
     assert len(_sections("# A\ntext\n## B\nmore\n```\n# a comment in code, no heading\n```")) == 3
+
+
+def test_the_finding_kinds_table_keeps_each_cell_short():
+    """The table of kinds is read at a glance; how each kind is proved goes in the sections below it."""
+    text = (ROOT / "docs" / "explanation" / "finding-kinds.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    long = [cell.strip()[:60] for row in rows for cell in row.strip("|").split("|") if len(cell.strip()) > 300]
+    assert rows and not long, f"cells over 300 characters: {long}"
