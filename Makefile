@@ -4,7 +4,17 @@
 # and two for contributors:
 #   make docs    - the site in docs/_build/html (warnings are errors)
 #   make lint    - ruff check, ruff format --check and mypy, at the versions of pyproject.toml's lint extra
-PYTHON ?= python3
+# Every target installs into a virtual environment inside the clone, .venv/ (git-ignored), made with
+# $(BASE_PYTHON) on first use, so that the interpreter on PATH is never changed.  PYTHON=... names another
+# interpreter to install into and run with instead (.ci/run passes its own environment's python this way).
+BASE_PYTHON ?= python3
+VENV ?= .venv
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(VENV)/bin/python
+ENVIRONMENT := $(PYTHON)
+else
+ENVIRONMENT :=
+endif
 PIP := $(PYTHON) -m pip
 TORCH ?= torch==2.13.0
 # a pip constraints file for the install (.ci/run: .ci/constraints-lowest.txt, the lowest supported versions)
@@ -15,13 +25,19 @@ CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: install torch check test bench lint docs
 
-install:
+install: $(ENVIRONMENT)
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(MAKE) --no-print-directory torch
 	@if $(PYTHON) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then \
 		$(PIP) install -q $(PIN) -e ".[test]"; \
 	else \
 		$(PIP) install -q $(PIN) -e ".[test,cpu]"; \
 	fi
+
+$(VENV)/bin/python:  # the clone's own virtual environment (only when PYTHON is not given)
+	@echo "graphsafe: making a virtual environment in $(VENV)/ with $(BASE_PYTHON) (PYTHON=... uses another interpreter)"
+	@$(BASE_PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+		echo "graphsafe: '$(BASE_PYTHON) -m venv' failed: install Python's venv module (Debian, Ubuntu: the" \
+		     "python3-venv package), or name an interpreter to install into with make PYTHON=..."; exit 1; }
 
 torch:  # no torch yet: the CUDA build where an NVIDIA GPU answers, PyTorch's CPU wheels elsewhere
 	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \

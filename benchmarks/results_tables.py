@@ -76,15 +76,16 @@ def machine(d: dict[str, Any]) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def provenance(d: dict[str, Any]) -> dict[str, str]:
-    """``machine``, ``commit`` and ``date`` of a result, where the file records them."""
+def provenance(d: dict[str, Any], commit: bool = True) -> dict[str, str]:
+    """``machine``, ``commit`` and ``date`` of a result, where the file records them; ``commit=False`` leaves the
+    commit out (the documentation names the machine and date; the file keeps the commit)."""
     out = {"machine": machine(d)}
     run = d.get("run") or {}
-    commit = run.get("commit") or d.get("head_commit") or d.get("code")
-    if commit:
-        commit = str(commit)
-        short = re.fullmatch(r"[0-9a-f]{40}", commit)
-        out["commit"] = (commit[:7] if short else commit) + (" (uncommitted changes)" if run.get("dirty") else "")
+    code = (run.get("commit") or d.get("head_commit") or d.get("code")) if commit else None
+    if code:
+        code = str(code)
+        short = re.fullmatch(r"[0-9a-f]{40}", code)
+        out["commit"] = (code[:7] if short else code) + (" (uncommitted changes)" if run.get("dirty") else "")
     when = (d.get("machine") or {}).get("when")
     if when:
         out["date"] = str(when)[:10]
@@ -184,7 +185,7 @@ def _cpu_time(d: dict[str, Any]) -> list[Table]:
     base, head = d["runs"]["base"], d["runs"]["head"]
     lines = [
         f"`benchmarks/cpu_time.py`: `{d['command']}` over {len(d['names'])} reference variants, this tree "
-        f"against commit {d['base_commit'][:7]}, {d['rounds']} alternating rounds each.",
+        f"against an earlier commit (the file's `base_commit`), {d['rounds']} alternating rounds each.",
         f"Median wall time {d['base_seconds']} s against {d['head_seconds']} s: a ratio of **{d['ratio']}**; "
         + (
             "the same verdict for every variant."
@@ -201,9 +202,7 @@ def _cpu_time(d: dict[str, Any]) -> list[Table]:
         ]
         for n in d["names"]
     ]
-    return [
-        Table("Seconds per variant", ["variant", "verdict", f"{d['base_commit'][:7]} s", "this tree s"], rows, lines)
-    ]
+    return [Table("Seconds per variant", ["variant", "verdict", "earlier s", "this tree s"], rows, lines)]
 
 
 def _engine_table(d: dict[str, Any]) -> list[Table]:
@@ -394,13 +393,20 @@ def _state_size(d: dict[str, Any]) -> list[Table]:
     return [Table("Memory and time per static size", header, rows, lines)]
 
 
+def _run_label(row: dict[str, Any]) -> str:
+    """A timeline row's run: its code is "COMMIT (before)" or "COMMIT (after)", and the tables show the part in
+    brackets (the file keeps the commit)."""
+    code = str(row.get("code", row.get("run", "")))
+    return re.sub(r"^[0-9a-f]{7,40} \((.*)\)$", r"\1", code)
+
+
 def _suite_timeline(d: dict[str, Any]) -> list[Table]:
     lines = [
         f"`benchmarks/suite_timeline.py`: where the wall time of `pytest -n {d['workers']} --graphsafe all "
         f"--graphsafe-examples {d['examples']}` goes, in seconds. {d.get('note', '')}".rstrip()
     ]
     keys = ["wall_s", "controller_s", "workers_s", "first_item_s", "items_s", "end_s", "items_sum_s"]
-    rows = [[str(r.get("code", r.get("run", ""))), *[_num(r[k], 4) for k in keys]] for r in d["rows"]]
+    rows = [[_run_label(r), *[_num(r[k], 4) for k in keys]] for r in d["rows"]]
     header = ["run", "wall", "controller", "workers", "to first item", "items", "end", "sum of items"]
     return [Table("Phases of a run", header, rows, lines)]
 

@@ -14,7 +14,7 @@
   and safe twins;
 * ``graphsafe-bad-input``: every bad-input case of ``tests/integration/test_bad_input.py`` with the message
   graphsafe gives for it today (the cases run while the page is built);
-* ``graphsafe-results FILE``: one file of ``benchmarks/results/`` (machine, commit, date and tables,
+* ``graphsafe-results FILE``: one file of ``benchmarks/results/`` (machine, date and tables,
   rendered by ``benchmarks/results_tables.py``).
 
 When every page has been read, the build fails (a warning, and the build runs with ``-W``) if a name of
@@ -389,7 +389,7 @@ class ResultsDirective(SphinxDirective):
             raise self.error(f"benchmarks/results/{name} does not exist")
         self.env.note_dependency(str(path))
         _seen(self.env, "results").add(name)
-        prov = results_tables.provenance(results_tables.load(path))
+        prov = results_tables.provenance(results_tables.load(path), commit=False)
         out: list[nodes.Node] = [
             paragraph(f"`{name}`: " + "; ".join(f"{k} {v}" for k, v in prov.items()) + "."),
         ]

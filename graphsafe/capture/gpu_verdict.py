@@ -2,8 +2,9 @@
 
 The per-step comparison is host-bound: ``torch.isclose(g, e).all()`` is a dozen small kernels (each
 one a few microseconds of host time to launch), a verdict per step and pair.  :func:`count_bad` does
-the same test in one launch for up to :data:`GROUP` pairs (a Triton launch costs 25 to 70 us of host time
-on an H100 host, more the more arguments it has: one kernel per number of places, 1, 2 or 4): each
+the same test in one launch for up to :data:`GROUP` pairs (a Triton launch costs host time, more the more
+arguments it has, so there is one kernel per number of places, 1, 2 or 4; ``benchmarks/throughput.py``
+measures the per-step path): each
 program loads a block of one pair's sides, tests it, and adds its count of elements that are not close
 into the pair's slot; the caller reads every slot at once.
 

@@ -215,8 +215,9 @@ def _collect_only_new_objects():
     """While a check runs, ``gc.collect()`` looks only at the objects made since it began.
 
     The collection after each phase frees that phase's graphs and target instance (they reference
-    each other).  A full collection walks every object of the process: after importing torch,
-    dynamo and triton that took 0.16 s (300k objects, 2-core CPU), paid once per phase.  What existed
+    each other).  A full collection walks every object of the process, hundreds of thousands after
+    importing torch, dynamo and triton, and would be paid once per phase (``benchmarks/profile_check.py``
+    shows where a check's time goes).  What existed
     before the check is frozen meanwhile (``gc.freeze``; refcounting still frees it) and goes back
     to the oldest generation afterwards.  Where something is frozen already (a sandbox child, whose fork
     server froze its imports) nothing more is frozen: the child serves check after check.
@@ -286,7 +287,7 @@ def _release(runner: ExampleRunner, session: CaptureSession | None) -> None:
     After a phase whose examples passed, nothing else holds what the phase made: each eager instance died
     with its example.  Only when something is still alive (a failing example's traceback holds its frames,
     or the target's own objects refer to each other) does a collection run: it walks every object made
-    since the check began, about 0.15 s per phase on an H100 host.
+    since the check began, which is why it runs only then (``benchmarks/profile_check.py``).
     """
     if session is not None:
         runner.track_session(session)

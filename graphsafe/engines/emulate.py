@@ -43,8 +43,9 @@ def fast_interpreter() -> bool:
     ``tl.max`` and the like are such helpers), re-patches ``triton.language`` with
     ``inspect.getmembers`` over each module and class, and each tensor op looks up its numpy dtype
     in a table built afresh on every call; integer ops also compute overflow checks whose
-    result nothing reads (:func:`_no_unchecked_overflow_checks`).  Measured on a check of the reference kernels (2-core
-    CPU, triton 3.9), the patching was 16% of the time and the table 6%.  Here the names of each
+    result nothing reads (:func:`_no_unchecked_overflow_checks`).  On a check of the reference kernels the
+    patching and the table are a large share of the time (``benchmarks/profile_check.py --engine emulate``
+    shows it).  Here the names of each
     module's builtins are listed once (each call still patches exactly the attributes that hold a
     builtin at that moment, in the same order) and the dtype table is built once per dtype name.
     Installed only where the interpreter's source has the expected shape; otherwise nothing changes.

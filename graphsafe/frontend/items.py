@@ -153,9 +153,9 @@ def header(config: pytest.Config) -> list[str] | None:
 def gpu_sharing_hint(workers: int, gpus: int) -> str | None:
     """A header line when more xdist workers than GPUs will run CUDA checks, else None.
 
-    Processes sharing one GPU without MPS are time-sliced: measured on an H200
-    (``benchmarks/gpu_sharing.py``), two processes replaying small graphs got 0.28x
-    the replays per second of one process alone, together.
+    Processes sharing one GPU without MPS are time-sliced: two processes replaying small graphs
+    together get fewer replays per second than one process alone (``benchmarks/gpu_sharing.py``,
+    its result ``benchmarks/results/gpu-sharing-gpu.json``).
     """
     if gpus < 1 or workers <= gpus:
         return None

@@ -9,7 +9,7 @@ of magnitude, and the order decides how long the last worker runs alone:
 * but the first chunks each hold one of the k longest targets followed by the shortest ones: plain
   longest-first would give the first worker the two longest targets, the second stuck behind the
   first.  (Simulating xdist's scheduler over durations drawn from a wide distribution, this order
-  ended within 2 to 7 % of the best possible time; plain longest-first up to 60 % over it.)
+  ended within a few hundredths of the best possible time; plain longest-first over half again.)
 
 The k workers come from xdist (``PYTEST_XDIST_WORKER_COUNT``); without xdist, or with other tests
 collected before graphsafe's items (they take the first chunks), the order is plain longest-first.
@@ -25,9 +25,9 @@ A target's expected length is
    first, then a target expected to pass (a fixed reference variant, or any target that does not
    say), then a target that cannot be resolved (an error at once).  Buggy first because that is
    what the reference suite measured: a buggy variant stops drawing at its first finding, but then
-   Hypothesis shrinks it and every shrink step runs the diagnosis, which on the emulator took 3 to
-   335 s per buggy variant (mean 76 s) against 10 to 21 s for the fixed ones that run every example
-   (``--graphsafe all``, 10 examples, 2 cores).
+   Hypothesis shrinks it and every shrink step runs the diagnosis, so on the emulator a buggy
+   variant took longer than a fixed one that runs every example, and varied more
+   (``benchmarks/suite_timeline.py`` measures a suite's timeline).
 
 Ties keep the given order.  The order depends only on the targets, the durations and the number of
 workers, and an xdist worker takes the durations the controller read (handed over in its

@@ -133,7 +133,8 @@ def getter(steps: tuple[Step, ...]) -> Callable[[Any], Any]:
     """A function reading ``steps`` from an object.
 
     Compiled to ``lambda o: o.meta.bufs['x']`` when every step has a literal form (identifier
-    attributes, int and str keys): about 3x faster than a chain of getters, which is the fallback.
+    attributes, int and str keys): faster than a chain of getters, which is the fallback
+    (``benchmarks/guard_overhead.py`` measures the guard).
     """
     source = [_literal(step) for step in steps]
     if all(part is not None for part in source):

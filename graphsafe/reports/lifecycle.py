@@ -2,7 +2,7 @@
 
 * :func:`same_report`: a freshly written report says the same as the one in place when every file
   matches once the volatile parts are ignored: the search effort (``seconds_to_find``,
-  ``examples_to_find``: "Found after 7 example(s) (1.8 s)"), memory addresses (``0x7f...``), the
+  ``examples_to_find``: "Found after N example(s) (T s)"), memory addresses (``0x7f...``), the
   environment section and graphsafe's version, and absolute paths.  :func:`graphsafe.reports.write_report`
   then leaves the existing files untouched, so re-running a check does not churn committed sample reports.
 * :func:`prune_stale`: after a check of target T on engine E, T's reports made on E, of the kinds the check

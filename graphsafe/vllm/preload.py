@@ -1,7 +1,7 @@
 """What the fork server imports for vLLM targets (``VllmTarget.preload``), once for every sandbox child.
 
-vLLM takes seconds to import (17-25 s on an H100 host, ``vllm.config`` most of it): imported here, in the
-fork server, before any child forks, it costs that once per process that starts sandboxes instead of once
+vLLM takes seconds to import (``vllm.config`` most of it; ``import_cost`` in
+``benchmarks/results/vllm-cuda-gpu.json``): imported here, in the fork server, before any child forks, it costs that once per process that starts sandboxes instead of once
 per target.  It imports vLLM's config and the modules of the backends graphsafe registers; nothing here
 touches CUDA.  A backend that does not import (a release without it) is left for its check to report.
 """
