@@ -55,6 +55,7 @@ class PluginRun:
     targets: list[str]
     options: o.Resolved
     audit: bool
+    shard: tuple[int, int] | None = None  # (K, N): ``targets`` are shard K's
 
     @property
     def check(self) -> CheckOptions:
@@ -75,9 +76,14 @@ _WARNED = pytest.StashKey[bool]()
 
 def _resolve(config: pytest.Config) -> PluginRun:
     try:
-        return PluginRun(o.pytest_targets(config), o.resolve(o.pytest_given(config), "plugin"), o.pytest_audit(config))
+        targets, shard = o.pytest_targets(config), o.pytest_shard(config)
+        resolved = o.resolve(o.pytest_given(config), "plugin")
     except UsageError as e:
         raise pytest.UsageError(f"graphsafe: {e}") from None
+    if shard is not None:  # every process (xdist's controller, each worker) computes the same split
+        kinds = {t: schedule.kind_of(t) for t in targets}
+        targets = schedule.shard(targets, kinds, schedule.history(config, resolved.check.engine), *shard)
+    return PluginRun(targets, resolved, o.pytest_audit(config), shard)
 
 
 def run_of(config: pytest.Config) -> PluginRun:
@@ -131,7 +137,9 @@ def header(config: pytest.Config) -> list[str] | None:
         return None
     c, r = opts.check, opts.run
     lines = [
-        f"graphsafe: {len(opts.targets)} target(s), engine {c.engine}, profile {str(r.profile).removeprefix('graphsafe-')}, "
+        f"graphsafe: {len(opts.targets)} target(s)"
+        + (f" (shard {opts.shard[0]}/{opts.shard[1]})" if opts.shard else "")
+        + f", engine {c.engine}, profile {str(r.profile).removeprefix('graphsafe-')}, "
         f"{c.examples} examples"
         + ("" if opts.options.examples_given else " (the profile's)")
         + f", probes {','.join(c.probes) if c.probes else 'all'}"

@@ -28,8 +28,9 @@ different targets are independent, so ``pytest -n K`` spreads targets over worke
 Options (ini key in brackets; the command line wins): ``--graphsafe TARGET`` [``graphsafe_targets``],
 ``--graphsafe-engine``, ``--graphsafe-examples``, ``--graphsafe-steps``, ``--graphsafe-capture-sizes``,
 ``--graphsafe-capture``, ``--graphsafe-probes``, ``--graphsafe-report-dir``, ``--graphsafe-profile``,
-``--graphsafe-isolate``, ``--graphsafe-timeout`` [``graphsafe_<name>``], ``--graphsafe-audit``.  They
-are resolved with every other front end's in :mod:`graphsafe.frontend.options`.
+``--graphsafe-isolate``, ``--graphsafe-timeout``, ``--graphsafe-database``, ``--graphsafe-shard``
+[``graphsafe_<name>``], ``--graphsafe-audit``.  They are resolved with every other front end's in
+:mod:`graphsafe.frontend.options`.
 """
 
 from __future__ import annotations
@@ -74,6 +75,16 @@ _VALUED = {
         "hang or broken CUDA context fails only that target; none: in the pytest process",
     ),
     "timeout": ("SECONDS", f"stop a target's check after SECONDS (default {defaults.TIMEOUT_S:g})"),
+    "database": (
+        "DB",
+        "Hypothesis example database: a directory or a redis://host:port/db URL, shared by every worker "
+        "and machine (default: $GRAPHSAFE_DB, else .hypothesis/graphsafe unless the profile keeps none)",
+    ),
+    "shard": (
+        "K/N",
+        "run shard K of N of the targets (a CI matrix): every target falls in exactly one shard, "
+        "balanced by the durations recorded in pytest's cache",
+    ),
 }
 _ASKED = pytest.StashKey[bool]()
 

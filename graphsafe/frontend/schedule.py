@@ -42,9 +42,10 @@ each item names its engine in its report (the ``graphsafe_engine`` user property
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
+if TYPE_CHECKING:  # pytest is the test extra's: the command line shards without it
+    import pytest
 
 __all__ = [
     "CACHE_KEY",
@@ -52,6 +53,8 @@ __all__ = [
     "ENGINE_PROPERTY",
     "kind_of",
     "longest_first",
+    "expected_seconds",
+    "shard",
     "engine_key",
     "history",
     "configure_node",
@@ -81,11 +84,9 @@ def kind_of(target: str) -> str:
     return PASSES if getattr(cls, "expected", None) is None else FINDS
 
 
-def longest_first(
-    targets: list[str], kinds: dict[str, str], history: dict[str, float], workers: int = 1, others: int = 0
-) -> list[str]:
-    """``targets`` in the order they should run for ``workers`` xdist workers, with ``others`` other
-    items collected before them (see the module docstring)."""
+def expected_seconds(targets: list[str], kinds: dict[str, str], history: dict[str, float]) -> dict[str, float]:
+    """Each target's expected length (see the module docstring): recorded seconds, else the median of its
+    kind's, else the longest recorded; with nothing recorded, its kind's prior; -1 for an error."""
     timed = {
         t: float(history[t])
         for t in targets
@@ -103,8 +104,39 @@ def longest_first(
         same = [s for t, s in timed.items() if kinds.get(t, PASSES) == kind]  # only targets of this run
         return statistics.median(same) if same else max(timed.values())
 
-    ranked = [t for _, t in sorted(enumerate(targets), key=lambda p: (-expected(p[1]), p[0]))]
+    return {t: expected(t) for t in targets}
+
+
+def longest_first(
+    targets: list[str], kinds: dict[str, str], history: dict[str, float], workers: int = 1, others: int = 0
+) -> list[str]:
+    """``targets`` in the order they should run for ``workers`` xdist workers, with ``others`` other
+    items collected before them (see the module docstring)."""
+    cost = expected_seconds(targets, kinds, history)
+    ranked = [t for _, t in sorted(enumerate(targets), key=lambda p: (-cost[p[1]], p[0]))]
     return _first_chunks(ranked, workers) if workers > 1 and not others else ranked
+
+
+def shard(targets: list[str], kinds: dict[str, str], history: dict[str, float], index: int, count: int) -> list[str]:
+    """The targets of shard ``index`` of ``count`` (1-based), in the given order.
+
+    Every target falls in exactly one shard: longest expected first (ties by name, so the order the
+    targets were given in does not matter), each to the shard with the least expected time so far
+    (ties: the lowest shard).  With nothing recorded, the kinds' priors stand in, which deals the
+    targets of each kind round-robin by name.  The split depends only on the targets, their kinds and
+    ``history``: every shard of a CI matrix must see the same durations (the same pytest cache, or none).
+    """
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index} of {count}: the index runs from 1 to the count")
+    cost = expected_seconds(targets, kinds, history)
+    load = [0.0] * count
+    mine: set[str] = set()
+    for t in sorted(set(targets), key=lambda t: (-cost[t], t)):
+        lightest = min(range(count), key=lambda i: (load[i], i))
+        load[lightest] += max(cost[t], 0.0)
+        if lightest == index - 1:
+            mine.add(t)
+    return [t for t in targets if t in mine]
 
 
 def _first_chunks(ranked: list[str], workers: int) -> list[str]:
