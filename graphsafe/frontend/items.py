@@ -235,11 +235,11 @@ class GraphsafeCollector(pytest.Collector):
         opts = run_of(self.config)
         kinds = {t: schedule.kind_of(t) for t in opts.targets}
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1) if worker_id() else 1
-        order = schedule.longest_first(
-            opts.targets, kinds, schedule.history(self.config, opts.check.engine), workers=workers, others=self.others
-        )
-        for target in order:
-            yield GraphsafeItem.from_parent(self, name=f"graphsafe[{target}]", target=target)
+        history = schedule.history(self.config, opts.check.engine)
+        examples = 1 if opts.audit else opts.check.examples  # an audit's grid is not split
+        for key in schedule.units(opts.targets, kinds, history, workers, self.others, examples):
+            target, part, parts = schedule.target_of(key)
+            yield GraphsafeItem.from_parent(self, name=f"graphsafe[{key}]", target=target, part=(part, parts))
 
 
 class GraphsafeFailure(Exception):
@@ -250,10 +250,11 @@ class GraphsafeItem(pytest.Item):
     """One target's check.  Runs in the setup phase (so that usage and contract errors are pytest
     errors); the call phase fails with what the check found."""
 
-    def __init__(self, *, target: str, **kwargs: Any):
+    def __init__(self, *, target: str, part: tuple[int, int] = (1, 1), **kwargs: Any):
         kwargs.setdefault("nodeid", kwargs["name"])  # "graphsafe[...]", not "graphsafe::graphsafe[...]"
         super().__init__(**kwargs)
         self.target = target
+        self.part = part  # (j, parts): a share of the examples, with seeds of its own (schedule.split_parts)
         self.cls: type | None = None
         self.result: CheckResult | AuditResult | None = None
         self.failure: str | None = None
@@ -277,6 +278,8 @@ class GraphsafeItem(pytest.Item):
                     f"(max_reqs={spec.max_reqs})"
                 )
             check = check.replace(capture_sizes=fitting)
+        if self.part[1] > 1:
+            check = schedule.part_check(check, opts.run.profile, *self.part)
         return cls, check, opts.run
 
     def setup(self) -> None:
