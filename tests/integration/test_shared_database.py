@@ -156,3 +156,25 @@ def test_the_environment_names_the_database_and_the_option_wins(monkeypatch, tmp
     assert database.location(False) is False
     db = database.example_database("flex/emulate worst", None)
     assert db is not None and Path(db.path) == tmp_path / "from-env" / "flex_emulate_worst"
+
+
+def test_the_command_line_takes_the_database_as_an_option(tmp_path):
+    (tmp_path / "rare.py").write_text(RARE)
+    env = env_with_repo()
+    env["PYTHONPATH"] = f"{tmp_path}:{env['PYTHONPATH']}"
+    cmd = [sys.executable, "-m", "graphsafe", "check", "rare:Rare", "--engine", "emulate", "--examples", "60"]
+    cmd += ["--steps", "2", "--capture", "worst", "--profile", "ci", "--database", str(tmp_path / "cli-db")]
+    found = []
+    for run in ("first", "second"):  # each writes its report to a folder of its own
+        done = subprocess.run(
+            [*cmd, "--report-dir", str(tmp_path / run)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 1, done.stderr
+        (report,) = (tmp_path / run).rglob("finding.json")
+        found.append(json.loads(report.read_text())["examples_to_find"])
+    assert found[0] > 1 and found[1] == 1  # the second run's first example is the failure the first saved
