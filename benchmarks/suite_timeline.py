@@ -16,7 +16,7 @@ splits each run's wall time into
 ``items_sum_s`` adds every item's own duration (what one worker would run).  ``--parse FILE...``
 reads timelines written earlier (lines ``TL <t> <who> <event> [nodeid]``) instead of running.
 
-    python benchmarks/suite_timeline.py [--workers 1] [--examples 10] [--runs 2] [--engine auto]
+    python benchmarks/suite_timeline.py [--workers 1] [--examples 10] [--runs 2] [--engine auto] [--targets all]
     python benchmarks/suite_timeline.py --parse run1.txt run2.txt
 """
 
@@ -66,7 +66,7 @@ def phases(lines: list[str]) -> dict:
     }
 
 
-def run_once(workers: int, examples: int, engine: str) -> tuple[list[str], str]:
+def run_once(workers: int, examples: int, engine: str, targets: list[str]) -> tuple[list[str], str]:
     with tempfile.TemporaryDirectory() as root:
         tl = os.path.join(root, "timeline.txt")
         env = dict(
@@ -89,8 +89,7 @@ def run_once(workers: int, examples: int, engine: str) -> tuple[list[str], str]:
             "--rootdir",
             root,
             root,
-            "--graphsafe",
-            "all",
+            *[a for t in targets for a in ("--graphsafe", t)],
             "--graphsafe-examples",
             str(examples),
             "--graphsafe-engine",
@@ -109,6 +108,7 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=10)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--engine", default="auto")
+    ap.add_argument("--targets", nargs="*", default=["all"], help="targets to check (default all)")
     ap.add_argument("--parse", nargs="*", metavar="FILE", help="timelines written earlier (no run)")
     ap.add_argument("--name", default=None, help="results file name (default suite-timeline-<engine>)")
     ap.add_argument("--out", default=None)
@@ -119,14 +119,14 @@ def main() -> None:
             rows.append({"source": os.path.basename(path), **phases(Path(path).read_text().splitlines())})
     else:
         for i in range(a.runs):
-            lines, summary = run_once(a.workers, a.examples, a.engine)
+            lines, summary = run_once(a.workers, a.examples, a.engine, a.targets)
             rows.append({"run": i, "summary": summary, **phases(lines)})
     for row in rows:
         print(row, flush=True)
     if not a.parse or a.out:
         _util.write(
             a.name or f"suite-timeline-{a.engine}",
-            {"workers": a.workers, "examples": a.examples, "engine": a.engine, "rows": rows},
+            {"workers": a.workers, "examples": a.examples, "engine": a.engine, "targets": a.targets, "rows": rows},
             a.out,
         )
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import re
 import time
 import warnings
@@ -23,7 +22,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import Phase as HypothesisPhase
 from hypothesis import seed as hypothesis_seed
 from hypothesis.control import current_build_context
-from hypothesis.database import DirectoryBasedExampleDatabase
 
 from ..capture.compare import Comparator
 from ..capture.context import LearnedWrites
@@ -34,6 +32,7 @@ from ..diagnosis.causes import cause_key, group_by_cause
 from ..engines import Engine, get_engine
 from ..errors import ContextBroken, UsageError
 from ..findings import CheckResult, Finding, FindingError, FindingKind
+from .database import example_database
 from .options import CheckOptions
 from .plans import Phase, Plan, drawn_plans, phases, session_plans
 from .steps import ExampleRunner, Symptom, target_error
@@ -154,18 +153,6 @@ def _collect(exc: BaseException, out: list[Finding]) -> bool:
     if exc.__cause__ is not None and _collect(exc.__cause__, out):
         return True
     return False
-
-
-def _database(name: str, database: str | bool | None):
-    if database is False:
-        return None
-    if isinstance(database, str):
-        return DirectoryBasedExampleDatabase(database)
-    if settings().database is None:  # the current profile's
-        return None
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-    root = os.environ.get("GRAPHSAFE_DB", os.path.join(".hypothesis", "graphsafe"))
-    return DirectoryBasedExampleDatabase(os.path.join(root, slug))
 
 
 @dataclass(frozen=True)
@@ -330,7 +317,7 @@ def _search(
         parent=settings.default,
         max_examples=phase.examples,
         deadline=None,
-        database=_database(
+        database=example_database(
             f"{p.name}-{p.engine.name}-{phase.policy.name}-{'-'.join(sorted(options.enabled))}", options.database
         ),
         suppress_health_check=list(HealthCheck),

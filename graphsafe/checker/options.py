@@ -42,8 +42,8 @@ class CheckOptions:
     * ``support``: check at this :class:`~graphsafe.Support` level instead of the target's own (an audit);
     * ``tolerance``: how close graph and eager must be;
     * ``seed``: Hypothesis seed (None: Hypothesis decides); ``device``: e.g. ``"cuda:1"``;
-    * ``database``: Hypothesis example database: a directory, ``False`` for none, None for
-      ``$GRAPHSAFE_DB`` or ``.hypothesis/graphsafe``.
+    * ``database``: Hypothesis example database: a directory or a ``redis://`` URL, ``False`` for none,
+      None for ``$GRAPHSAFE_DB``, else ``.hypothesis/graphsafe`` (:mod:`graphsafe.checker.database`).
 
     Example::
 
@@ -104,7 +104,9 @@ class CheckOptions:
             object.__setattr__(self, "device", str(self.device))
         if self.database is not None and not isinstance(self.database, bool):
             if not isinstance(self.database, (str, os.PathLike)):
-                raise UsageError(f"database must be a directory, False or None, got {type(self.database).__name__}")
+                raise UsageError(
+                    f"database must be a directory, a redis:// URL, False or None, got {type(self.database).__name__}"
+                )
             object.__setattr__(self, "database", os.fspath(self.database))
 
     @classmethod

@@ -4,8 +4,8 @@
 
     graphsafe check TARGET... [--engine E] [--examples N] [--steps N] [--probes P1,P2]
                               [--capture-sizes 1,2,4] [--report-dir DIR] [--seed S] [--profile P]
-                              [--isolate | --no-isolate] [--timeout SECONDS] [--jobs K] [--expected]
-                              [--debug]
+                              [--isolate | --no-isolate] [--timeout SECONDS] [--jobs K] [--shard K/N]
+                              [--database DB] [--expected] [--debug]
     graphsafe audit TARGET... [--engine E] [--examples N] [--capture worst,minimal] [--report-dir DIR]
     graphsafe list
     graphsafe repro PATH [--engine E] [--timeout SECONDS]
@@ -63,7 +63,7 @@ from ..flashinfer import requirement as flashinfer_requirement
 from ..reports import repro_main
 from ..reports.jsonio import read_data
 from ..vllm import requirement as vllm_requirement
-from . import console
+from . import console, schedule
 from . import options as o
 from .devices import engine_problem, prepare_engine
 from .jobs import parse_jobs, run_parallel
@@ -170,11 +170,13 @@ def _check(args: argparse.Namespace) -> int:
                 "timeout",
                 "report_dir",
                 "profile",
+                "database",
             ),
         ),
         "cli",
     )
     check, run_opts = resolved.check, resolved.run
+    shard = o.parse_shard(args.shard, "--shard")
     targets = o.expand_targets(args.targets)
     if not targets:
         return _usage("no targets registered ('all' matched nothing)")
@@ -186,6 +188,11 @@ def _check(args: argparse.Namespace) -> int:
         except GraphsafeError as e:
             return _error_exit(e, args.debug)
         classes[name] = cls
+    if shard is not None:  # no durations here: each target's kind stands in for its length
+        targets = schedule.shard(targets, {t: schedule.kind_of(t) for t in targets}, {}, *shard)
+        if not targets:
+            print(f"graphsafe: shard {shard[0]}/{shard[1]} holds no target", file=sys.stderr)
+            return EXIT_OK
     return _run_all(targets, classes, check, run_opts, args)
 
 

@@ -55,6 +55,7 @@ class PluginRun:
     targets: list[str]
     options: o.Resolved
     audit: bool
+    shard: tuple[int, int] | None = None  # (K, N): ``targets`` are shard K's
 
     @property
     def check(self) -> CheckOptions:
@@ -75,9 +76,14 @@ _WARNED = pytest.StashKey[bool]()
 
 def _resolve(config: pytest.Config) -> PluginRun:
     try:
-        return PluginRun(o.pytest_targets(config), o.resolve(o.pytest_given(config), "plugin"), o.pytest_audit(config))
+        targets, shard = o.pytest_targets(config), o.pytest_shard(config)
+        resolved = o.resolve(o.pytest_given(config), "plugin")
     except UsageError as e:
         raise pytest.UsageError(f"graphsafe: {e}") from None
+    if shard is not None:  # every process (xdist's controller, each worker) computes the same split
+        kinds = {t: schedule.kind_of(t) for t in targets}
+        targets = schedule.shard(targets, kinds, schedule.history(config, resolved.check.engine), *shard)
+    return PluginRun(targets, resolved, o.pytest_audit(config), shard)
 
 
 def run_of(config: pytest.Config) -> PluginRun:
@@ -131,7 +137,9 @@ def header(config: pytest.Config) -> list[str] | None:
         return None
     c, r = opts.check, opts.run
     lines = [
-        f"graphsafe: {len(opts.targets)} target(s), engine {c.engine}, profile {str(r.profile).removeprefix('graphsafe-')}, "
+        f"graphsafe: {len(opts.targets)} target(s)"
+        + (f" (shard {opts.shard[0]}/{opts.shard[1]})" if opts.shard else "")
+        + f", engine {c.engine}, profile {str(r.profile).removeprefix('graphsafe-')}, "
         f"{c.examples} examples"
         + ("" if opts.options.examples_given else " (the profile's)")
         + f", probes {','.join(c.probes) if c.probes else 'all'}"
@@ -227,11 +235,11 @@ class GraphsafeCollector(pytest.Collector):
         opts = run_of(self.config)
         kinds = {t: schedule.kind_of(t) for t in opts.targets}
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1) if worker_id() else 1
-        order = schedule.longest_first(
-            opts.targets, kinds, schedule.history(self.config, opts.check.engine), workers=workers, others=self.others
-        )
-        for target in order:
-            yield GraphsafeItem.from_parent(self, name=f"graphsafe[{target}]", target=target)
+        history = schedule.history(self.config, opts.check.engine)
+        examples = 1 if opts.audit else opts.check.examples  # an audit's grid is not split
+        for key in schedule.units(opts.targets, kinds, history, workers, self.others, examples):
+            target, part, parts = schedule.target_of(key)
+            yield GraphsafeItem.from_parent(self, name=f"graphsafe[{key}]", target=target, part=(part, parts))
 
 
 class GraphsafeFailure(Exception):
@@ -242,10 +250,11 @@ class GraphsafeItem(pytest.Item):
     """One target's check.  Runs in the setup phase (so that usage and contract errors are pytest
     errors); the call phase fails with what the check found."""
 
-    def __init__(self, *, target: str, **kwargs: Any):
+    def __init__(self, *, target: str, part: tuple[int, int] = (1, 1), **kwargs: Any):
         kwargs.setdefault("nodeid", kwargs["name"])  # "graphsafe[...]", not "graphsafe::graphsafe[...]"
         super().__init__(**kwargs)
         self.target = target
+        self.part = part  # (j, parts): a share of the examples, with seeds of its own (schedule.split_parts)
         self.cls: type | None = None
         self.result: CheckResult | AuditResult | None = None
         self.failure: str | None = None
@@ -269,6 +278,8 @@ class GraphsafeItem(pytest.Item):
                     f"(max_reqs={spec.max_reqs})"
                 )
             check = check.replace(capture_sizes=fitting)
+        if self.part[1] > 1:
+            check = schedule.part_check(check, opts.run.profile, *self.part)
         return cls, check, opts.run
 
     def setup(self) -> None:

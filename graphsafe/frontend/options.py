@@ -62,6 +62,7 @@ __all__ = [
     "pytest_given",
     "pytest_targets",
     "pytest_audit",
+    "pytest_shard",
     "engine_name",
     "check_report_dir",
     "PROFILES",
@@ -73,6 +74,8 @@ __all__ = [
     "parse_isolate",
     "parse_timeout",
     "parse_capture",
+    "parse_shard",
+    "parse_database",
     "expand_targets",
     "profile_name",
     "default_profile",
@@ -173,6 +176,25 @@ def parse_capture(value: Any, where: str = "capture") -> tuple[str, ...] | None:
     except UsageError as e:
         raise UsageError(f"{where}: {e}") from None
     return tuple(parts)
+
+
+def parse_shard(value: Any, where: str = "shard") -> tuple[int, int] | None:
+    """``"2/4"`` -> ``(2, 4)``: shard K of N, 1 <= K <= N; empty -> None (every target)."""
+    if value is None or not str(value).strip():
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(value))
+    if m is None:
+        raise UsageError(f"{where}: expected K/N (run shard K of N), got {value!r}")
+    k, n = int(m[1]), int(m[2])
+    if n < 1 or not 1 <= k <= n:
+        raise UsageError(f"{where}: no shard {k} of {n} in {value!r}; K runs from 1 to N (e.g. 1/{max(n, 2)})")
+    return k, n
+
+
+def parse_database(value: Any, where: str = "database") -> str | None:
+    """A directory or a ``redis://`` URL, as given (checked when a check opens it); empty -> None."""
+    text = str(value).strip() if value is not None else ""
+    return text or None
 
 
 def expand_targets(values: Iterable[str]) -> list[str]:
@@ -288,6 +310,7 @@ _TEXT: dict[str, Callable[[Any, str], Any]] = {
     "probes": parse_probes,
     "isolate": parse_isolate,
     "timeout": parse_timeout,
+    "database": parse_database,
 }
 
 
@@ -382,6 +405,17 @@ def pytest_targets(config: Any) -> list[str]:
     """The ``--graphsafe`` targets of a pytest run (else the ini's ``graphsafe_targets``), expanded."""
     targets = config.option.graphsafe_targets
     return expand_targets(targets if targets is not None else config.getini("graphsafe_targets") or [])
+
+
+def pytest_shard(config: Any) -> tuple[int, int] | None:
+    """``--graphsafe-shard K/N``, else the ini's ``graphsafe_shard``: None for every target."""
+    flag = getattr(config.option, "graphsafe_shard", None)
+    if flag is not None:
+        return parse_shard(flag, "--graphsafe-shard")
+    try:
+        return parse_shard(config.getini("graphsafe_shard"), "ini graphsafe_shard")
+    except (ValueError, KeyError):  # not an ini key of the plugin
+        return None
 
 
 def pytest_audit(config: Any) -> bool:

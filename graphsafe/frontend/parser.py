@@ -89,6 +89,20 @@ def build_parser() -> argparse.ArgumentParser:
         "else half the CPU cores. Checks on CUDA take the visible GPUs in turn",
     )
     c.add_argument(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="check only shard K of N of the targets (a CI matrix): every target falls in exactly one "
+        "shard, buggy variants spread first",
+    )
+    c.add_argument(
+        "--database",
+        default=None,
+        metavar="DB",
+        help="Hypothesis example database: a directory or a redis://host:port/db URL (default: $GRAPHSAFE_DB, "
+        "else .hypothesis/graphsafe unless the --profile keeps none)",
+    )
+    c.add_argument(
         "--expected",
         action="store_true",
         help="compare each target's findings with its 'expected' attribute (the reference kernels): "

@@ -28,8 +28,9 @@ different targets are independent, so ``pytest -n K`` spreads targets over worke
 Options (ini key in brackets; the command line wins): ``--graphsafe TARGET`` [``graphsafe_targets``],
 ``--graphsafe-engine``, ``--graphsafe-examples``, ``--graphsafe-steps``, ``--graphsafe-capture-sizes``,
 ``--graphsafe-capture``, ``--graphsafe-probes``, ``--graphsafe-report-dir``, ``--graphsafe-profile``,
-``--graphsafe-isolate``, ``--graphsafe-timeout`` [``graphsafe_<name>``], ``--graphsafe-audit``.  They
-are resolved with every other front end's in :mod:`graphsafe.frontend.options`.
+``--graphsafe-isolate``, ``--graphsafe-timeout``, ``--graphsafe-database``, ``--graphsafe-shard``
+[``graphsafe_<name>``], ``--graphsafe-audit``.  They are resolved with every other front end's in
+:mod:`graphsafe.frontend.options`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import pytest
 
 from .. import defaults
 
-__all__ = ["graphsafe", "asked", "xdist_controller", "xdist_worker"]
+__all__ = ["graphsafe", "asked", "xdist_controller", "xdist_worker", "visible_gpus"]
 
 #: the options that take a value: ``--graphsafe-<name>`` and the ini key ``graphsafe_<name>``
 _VALUED = {
@@ -74,6 +75,16 @@ _VALUED = {
         "hang or broken CUDA context fails only that target; none: in the pytest process",
     ),
     "timeout": ("SECONDS", f"stop a target's check after SECONDS (default {defaults.TIMEOUT_S:g})"),
+    "database": (
+        "DB",
+        "Hypothesis example database: a directory or a redis://host:port/db URL, shared by every worker "
+        "and machine (default: $GRAPHSAFE_DB, else .hypothesis/graphsafe unless the profile keeps none)",
+    ),
+    "shard": (
+        "K/N",
+        "run shard K of N of the targets (a CI matrix): every target falls in exactly one shard, "
+        "balanced by the durations recorded in pytest's cache",
+    ),
 }
 _ASKED = pytest.StashKey[bool]()
 
@@ -258,6 +269,37 @@ def pytest_configure_node(node: Any) -> None:
         from . import schedule  # no torch
 
         schedule.configure_node(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` with graphsafe's targets on CUDA: one worker per visible GPU (a GPU time-slices between
+    processes, see :func:`graphsafe.frontend.items.gpu_sharing_hint`).  None (xdist's own count: the CPU
+    cores) on the emulator, without a GPU, or when no target is asked for."""
+    if not asked(config) or not _early(config, "targets"):
+        return None
+    if str(_early(config, "engine") or defaults.ENGINE).strip().lower() == "emulate":
+        return None
+    return visible_gpus() or None
+
+
+def visible_gpus(driver: str = "/proc/driver/nvidia/gpus") -> int:
+    """NVIDIA GPUs this process may use, without importing torch (xdist's controller must not): the
+    driver's count (a folder per GPU in ``driver``), cut down to ``CUDA_VISIBLE_DEVICES`` where it is set."""
+    try:
+        present = len(os.listdir(driver))
+    except OSError:  # no NVIDIA driver here
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return present
+    count = 0
+    for entry in visible.split(","):  # CUDA stops at the first entry that is not a device
+        entry = entry.strip()
+        if not entry or entry.startswith("-"):
+            break
+        count += 1
+    return min(count, present)
 
 
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
