@@ -20,7 +20,7 @@ ROWS = (
     "graphsafe.reference",
     "graphsafe.flashinfer",
     "graphsafe.vllm",
-
+    "graphsafe.sglang",
 )
 
 
