@@ -67,6 +67,8 @@ class SglangTarget(Target):
     support = Support.UNIFORM_SINGLE_TOKEN_DECODE
     #: modules the fork server imports once for every sandbox child (SGLang takes seconds to import)
     preload: ClassVar[tuple[str, ...]] = FAMILY.preload
+    #: how SGLang's runner captures (the check's default capture policy for this target)
+    engine_capture: ClassVar[str | None] = FAMILY.capture
     #: the finding kind graphsafe must report (None: none)
     expected: ClassVar[str | None] = None
     default_spec = CaptureSpec(max_reqs=4, max_query_len=1, max_seq_len=128, block_size=16)

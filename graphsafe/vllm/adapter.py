@@ -30,7 +30,7 @@ from ..contract import Batch, CaptureSpec, Support, Target
 from ..errors import ContractError
 from ..family import with_mixins
 from ..values import derive_seed, seeded
-from .library import load
+from .library import FAMILY, load
 from .signatures import kwargs_for
 
 __all__ = ["VllmTarget", "FromBuilder", "MODELS", "kwargs_for"]
@@ -87,6 +87,8 @@ class VllmTarget(Target):
     support = FromBuilder()
     #: modules the fork server imports once for every sandbox child (vLLM takes seconds to import)
     preload: ClassVar[tuple[str, ...]] = ("graphsafe.vllm.preload",)
+    #: how vLLM's runner captures (the check's default capture policy for this target)
+    engine_capture: ClassVar[str | None] = FAMILY.capture
     builder_mixins: ClassVar[tuple[type, ...]] = ()
     impl_mixins: ClassVar[tuple[type, ...]] = ()
     mla: ClassVar[bool] = False
