@@ -143,8 +143,9 @@ class CheckOptions:
         """The capture policies a check of ``cls`` explores: these options' ``capture``, else the class's
         ``engine_capture`` (the policy its engine captures with: vLLM's and SGLang's own backends), else
         ``"explore"``."""
-        if self.capture is None and getattr(cls, "engine_capture", None) is not None:
-            return resolve_capture(cls.engine_capture)
+        engine = getattr(cls, "engine_capture", None)
+        if self.capture is None and engine is not None:
+            return resolve_capture(engine)
         return self.policies
 
     @property
