@@ -201,7 +201,8 @@ class SglangTarget(Target):
         self._inputs(batch, rows)
         self._load(self._fields(reqs, lens, locs, rows), rows)
         fb = self._graph_batch(rows)
-        self.backend_obj.init_forward_metadata_out_graph(fb, in_capture=True)
+        with self.sg.capture_mode():  # (SGLang's runner prepares its captures inside the capture mode too)
+            self.backend_obj.init_forward_metadata_out_graph(fb, in_capture=True)
         self.graph_metadata[rows] = self.backend_obj.forward_metadata
         self.captured, self.mode, self.fb, self.rows = True, "capture", fb, rows
 
@@ -213,7 +214,8 @@ class SglangTarget(Target):
             fb = self.sg.decode_batch(self.runner, self._fields(reqs, lens, locs, rows), capture=False)
             if rows > len(reqs):
                 fb.num_padding = rows - len(reqs)  # (as SGLang's replay view says)
-            self.backend_obj.init_forward_metadata(fb)
+            with self.sg.forward_context(self.backend_obj, fb):
+                self.backend_obj.init_forward_metadata(fb)
             self.mode, self.fb, self.rows = "eager", fb, rows
             return
         scheduled = self.sg.decode_batch(self.runner, self._fields(reqs, lens, locs, len(reqs)), capture=False)
