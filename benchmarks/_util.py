@@ -52,9 +52,12 @@ def write(name: str, data: dict, out_dir: str | None = None) -> Path:
     return path
 
 
-def check_one(cls: type, engine: str, examples: int, seed: int, report_dir: str | None, timeout: float) -> dict:
-    """One isolated check of a campaign (the FlashInfer and vLLM campaigns): its kinds, findings, support level,
-    examples, calls, seconds and notes; an error the check raised is the row's kind, and the campaign goes on."""
+def check_one(
+    cls: type, engine: str, examples: int, seed: int, report_dir: str | None, timeout: float, capture: str | None = None
+) -> dict:
+    """One isolated check of a campaign (the FlashInfer, vLLM and SGLang campaigns): its kinds, findings, support
+    level, examples, calls, seconds and notes; an error the check raised is the row's kind, and the campaign goes
+    on.  ``capture``: the capture policy (None: the check's default)."""
     import traceback
 
     import graphsafe
@@ -71,6 +74,7 @@ def check_one(cls: type, engine: str, examples: int, seed: int, report_dir: str 
             timeout=timeout,
             report_dir=report_dir,
             device="cpu" if engine == "emulate" else None,
+            **({"capture": capture} if capture else {}),
         )
     except graphsafe.GraphsafeError as e:
         return {"kinds": [f"error:{type(e).__name__}"], "message": e.message, "seconds": time.perf_counter() - t}

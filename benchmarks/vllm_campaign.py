@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--library", choices=("vllm", "standin"), default="vllm")
     ap.add_argument("--report-dir", default=None)
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--capture", default="explore", help="capture policies (default explore; 'worst' is vLLM's own)")
     ap.add_argument("--budget", type=float, default=None, help="seconds after which no further check starts")
     ap.add_argument("--merge", default=None, help="a results JSON of another run whose rows to keep")
     ap.add_argument("--out", default=None, help="directory for the JSON (default: $OUT, else benchmarks/results)")
@@ -84,7 +85,7 @@ def main() -> None:
                 "library": a.library,
                 "engine": engine,
                 "seeds": a.seeds,
-                "capture": "explore",
+                "capture": a.capture,
                 "rows": rows,
             },
             a.out,
@@ -98,7 +99,7 @@ def main() -> None:
             if a.budget is not None and time.perf_counter() - t0 > a.budget:
                 runs.append({"kinds": ["not run"], "message": f"the campaign's {a.budget:g} s budget was spent"})
             else:
-                runs.append(check_one(cls, engine, a.examples, seed, a.report_dir, a.timeout))
+                runs.append(check_one(cls, engine, a.examples, seed, a.report_dir, a.timeout, a.capture))
         box = get_sandbox(cls, engine=engine, device=worker_device(engine))
         row = {
             "target": name,

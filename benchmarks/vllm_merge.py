@@ -1,9 +1,11 @@
-"""Merge vLLM campaign results: a later run's rows replace an earlier run's rows of the same target and release.
+"""Merge engine campaign results (vLLM's or SGLang's): a later run's rows replace an earlier run's rows of the same
+target and release.
 
     python3 benchmarks/vllm_merge.py BASE.json NEW.json [NEW.json ...] --out FILE
 
-A row of a NEW file (``benchmarks/vllm_campaign.py`` output) replaces BASE's row for the same target and vLLM
-release, unless every seed of it says ``not run``.  Every row keeps the machine it ran on (``gpu``, ``when``:
+A row of a NEW file (``benchmarks/vllm_campaign.py`` or ``benchmarks/sglang_campaign.py`` output) replaces BASE's
+row for the same target and engine release (the row's ``vllm`` or ``sglang`` key), unless every seed of it says
+``not run``.  Every row keeps the machine it ran on (``gpu``, ``when``:
 rows that lack them get their file's).  ``machine`` becomes the newest file's, ``machines`` lists every machine
 the rows ran on, and ``summary`` (vLLM's backends clean in every seed, buggy variants exact in every seed) is
 recomputed from the rows.  Every other key of BASE (classifications, notes) is kept as it is.
@@ -22,14 +24,23 @@ def _placed(row: dict, machine: dict) -> dict:
     return row
 
 
+#: the row key that holds the engine's release, by engine
+ENGINES = ("vllm", "sglang")
+
+
+def release_key(rows: list[dict]) -> str:
+    """Which engine's release the rows carry (``vllm`` or ``sglang``; ``vllm`` when no row says)."""
+    return next((k for r in rows for k in ENGINES if k in r), "vllm")
+
+
 def _ran(row: dict) -> bool:
     return any(kinds != ["not run"] for kinds in row["found"])
 
 
-def summary(rows: list[dict]) -> dict:
+def summary(rows: list[dict], release: str = "vllm") -> dict:
     """Which rows are clean (no expected kind) or exact (a buggy variant) in every seed, and which are not.  A seed
     that did not run (the campaign's budget was spent) counts neither way: a row right in every seed that ran, with
-    some not run, is ``..._where_run``, and ``seeds_not_run`` says how many."""
+    some not run, is ``..._where_run``, and ``seeds_not_run`` says how many.  ``release``: the rows' release key."""
     out: dict[str, list[str]] = {
         "stock_clean_every_seed": [],
         "stock_clean_where_run": [],
@@ -40,7 +51,7 @@ def summary(rows: list[dict]) -> dict:
         "seeds_not_run": [],
     }
     for r in rows:
-        label = f"{r['target']} {r['vllm']}"
+        label = f"{r['target']} {r[release]}"
         ran = [k for k in r["found"] if k != ["not run"]]
         good = bool(ran) and all(set(k) == set(r["expected"]) for k in ran)
         partial = len(ran) < len(r["found"])
@@ -55,7 +66,8 @@ def summary(rows: list[dict]) -> dict:
 
 
 def merge(base: dict, news: list[dict]) -> dict:
-    rows = [_placed(dict(r), base.get(f"machine_{r['vllm'].rsplit('.', 1)[0]}", base["machine"])) for r in base["rows"]]
+    key = release_key(base["rows"] + [r for new in news for r in new["rows"]])
+    rows = [_placed(dict(r), base.get(f"machine_{r[key].rsplit('.', 1)[0]}", base["machine"])) for r in base["rows"]]
     machine = base["machine"]
     for new in news:
         machine = new["machine"]
@@ -63,7 +75,7 @@ def merge(base: dict, news: list[dict]) -> dict:
             if not _ran(r):
                 continue
             r = _placed(dict(r), new["machine"])
-            same = [i for i, old in enumerate(rows) if (old["target"], old["vllm"]) == (r["target"], r["vllm"])]
+            same = [i for i, old in enumerate(rows) if (old["target"], old[key]) == (r["target"], r[key])]
             if same:
                 rows[same[0]] = r
             else:
@@ -73,10 +85,10 @@ def merge(base: dict, news: list[dict]) -> dict:
     merged.update(
         machine=machine,
         machines=gpus,
-        vllm=sorted({r["vllm"] for r in rows}),
         rows=rows,
-        summary=summary(rows),
+        summary=summary(rows, key),
     )
+    merged[key] = sorted({r[key] for r in rows})
     return {"machine": merged.pop("machine"), **merged}
 
 

@@ -172,7 +172,7 @@ def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress],
     t0 = time.perf_counter()
     p = prepared(target, options)
     sizes = options.sizes_for(p.spec)
-    plan = phases(options.policies, options.examples)
+    plan = phases(options.policies_for(p.cls), options.examples)
     counter: dict[str, Any] = {
         "n": 0,
         "first": {},
@@ -420,7 +420,7 @@ def reproduce(
         plan, main = Plan(tuple(batches), capture_batch, size), None
     else:
         plan = Plan(tuple(batches))
-        policy = next((q for q in options.policies if q.batch is not None), POLICIES["worst"])
+        policy = next((q for q in options.policies_for(p.cls) if q.batch is not None), POLICIES["worst"])
         main = _session(p, options.sizes_for(p.spec), policy)
         if main is None:
             return p.result

@@ -36,9 +36,10 @@ class CheckOptions:
     * ``examples``: Hypothesis examples; ``steps``: most batches per example;
     * ``capture_sizes``: graph sizes to capture (None: the spec's);
     * ``probes``: finding kinds to report (None: all);
-    * ``capture``: how graphs are captured: ``"explore"`` (default: worst-case, ascending, minimal and
-      drawn batches, each a phase of the check), a policy name or names, or a function ``size -> Batch``
-      returning the engine's own capture batch (:mod:`graphsafe.capture.policies`);
+    * ``capture``: how graphs are captured: ``"explore"`` (worst-case, ascending, minimal and drawn batches,
+      each a phase of the check), a policy name or names, or a function ``size -> Batch`` returning the
+      engine's own capture batch (:mod:`graphsafe.capture.policies`); None (the default): the target's
+      ``engine_capture`` (an engine's own backends capture as the engine does), else ``"explore"``;
     * ``support``: check at this :class:`~graphsafe.Support` level instead of the target's own (an audit);
     * ``tolerance``: how close graph and eager must be;
     * ``seed``: Hypothesis seed (None: Hypothesis decides); ``device``: e.g. ``"cuda:1"``;
@@ -57,7 +58,7 @@ class CheckOptions:
     steps: int = DEFAULT_STEPS
     capture_sizes: tuple[int, ...] | None = None
     probes: tuple[str, ...] | None = None
-    capture: Any = defaults.CAPTURE
+    capture: Any = None
     support: Support | None = None
     tolerance: Tolerance = Tolerance()
     seed: int | None = None
@@ -136,8 +137,18 @@ class CheckOptions:
 
     @property
     def policies(self) -> tuple[CapturePolicy, ...]:
-        """The capture policies this check explores, one phase each."""
-        return resolve_capture(self.capture)
+        """The capture policies this check explores, one phase each (not knowing the target: None is
+        ``"explore"``)."""
+        return resolve_capture(defaults.CAPTURE if self.capture is None else self.capture)
+
+    def policies_for(self, cls: type) -> tuple[CapturePolicy, ...]:
+        """The capture policies a check of ``cls`` explores: these options' ``capture``, else the class's
+        ``engine_capture`` (the policy its engine captures with: vLLM's and SGLang's own backends), else
+        ``"explore"``."""
+        engine = getattr(cls, "engine_capture", None)
+        if self.capture is None and engine is not None:
+            return resolve_capture(engine)
+        return self.policies
 
     @property
     def enabled(self) -> set[str]:

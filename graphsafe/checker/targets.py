@@ -1,9 +1,10 @@
 """Which class a target name means, and whether the class meets the contract.
 
-A target is a class, ``"module:Class"`` or a registered name: the reference kernels
-(:mod:`graphsafe.reference`), the FlashInfer targets (:mod:`graphsafe.flashinfer`) and the vLLM targets
-(:mod:`graphsafe.vllm`, also ``vllm:<backend>`` for any vLLM backend), which need their library and a GPU
-to run and are not part of ``all``, and the ``graphsafe.targets`` entry points of installed packages.
+A target is a class, ``"module:Class"`` or a registered name: the names of the target families
+(:mod:`graphsafe.checker.families`: the reference kernels, which ``all`` stands for, and the FlashInfer, vLLM
+and SGLang targets, which need their library and a GPU to run and are each a group of their own), names a
+family makes by reference (``vllm:<backend>``), and the ``graphsafe.targets`` entry points of installed
+packages.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import inspect
 from importlib.metadata import entry_points
 from typing import Any
 
-from .. import flashinfer, vllm
 from ..contract import CaptureSpec, Support, Target
 from ..errors import ContractError, UsageError
+from .families import families, family_of
 
 __all__ = [
     "names",
@@ -25,46 +26,41 @@ __all__ = [
     "validate_target",
     "target_name",
     "expand",
-    "GROUPS",
+    "groups",
     "declared_support",
 ]
-
-#: words that stand for several targets: ``all`` (the reference kernels and installed packages' entry
-#: points), ``flashinfer`` and ``vllm`` (the FlashInfer and vLLM targets, which need their library and a GPU)
-GROUPS = ("all", "flashinfer", "vllm")
 
 
 def _entry_points() -> dict:
     return {ep.name: ep for ep in entry_points(group="graphsafe.targets")}
 
 
-def _reference():
-    # imported on demand: graphsafe.reference switches Triton to its interpreter when it finds no GPU,
-    # which must not happen as a side effect of importing graphsafe
-    from .. import reference
-
-    return reference
+def groups() -> list[str]:
+    """Words that stand for several targets: ``all`` (the families it includes and installed packages' entry
+    points), then each other family's prefix (``flashinfer``, ``vllm``, ``sglang``: they need their library)."""
+    return ["all"] + [f.prefix for f in families(in_all=False)]
 
 
 def names() -> list[str]:
-    """Every name ``all`` stands for (the reference kernels and entry points; the FlashInfer targets are
-    :func:`graphsafe.flashinfer.names`), sorted."""
-    return sorted(set(_entry_points()) | set(_reference().names()))
+    """Every name ``all`` stands for (the reference kernels and entry points; another family's targets are
+    its group, :func:`expand`), sorted."""
+    own = [n for f in families(in_all=True) for n in f.names()]
+    return sorted(set(_entry_points()) | set(own))
 
 
 def expand(word: str) -> list[str]:
-    """The target names a word stands for: a group (:data:`GROUPS`) or itself."""
+    """The target names a word stands for: a group (:func:`groups`) or itself."""
     if word == "all":
         return names()
-    if word == "flashinfer":
-        return flashinfer.names()
-    if word == "vllm":
-        return vllm.names()
+    for fam in families(in_all=False):
+        if word == fam.prefix:
+            return fam.names()
     return [word]
 
 
 def _unknown(name: str, why: str) -> UsageError:
-    close = difflib.get_close_matches(name, names() + flashinfer.names() + vllm.names(), n=3, cutoff=0.75)
+    every = names() + [n for f in families(in_all=False) for n in f.names()]
+    close = difflib.get_close_matches(name, every, n=3, cutoff=0.75)
     if close:
         return UsageError(f"no registered target {name!r}; did you mean {' or '.join(close)}?")
     return UsageError(why)
@@ -72,13 +68,9 @@ def _unknown(name: str, why: str) -> UsageError:
 
 def lookup(name: str) -> type:
     """The class for a registered name or ``module:Class``; a one-line :class:`UsageError` otherwise."""
-    reference = _reference()
-    if name in reference.names():
-        return reference.resolve(name)
-    if name in flashinfer.names():  # the classes import without FlashInfer; their setup() needs it
-        return flashinfer.resolve(name)
-    if vllm.is_vllm_name(name):  # (likewise without vLLM)
-        return vllm.resolve(name)
+    fam = family_of(name)
+    if fam is not None:  # the classes import without their library; their setup() needs it
+        return fam.resolve(name)
     eps = _entry_points()
     if name in eps:
         try:

@@ -19,10 +19,7 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-
-from ..errors import UsageError
-from .library import INSTALL_HINT, requirement
+from .library import FAMILY, INSTALL_HINT, requirement
 from .targets import MLA, Decode, FlashInferTarget, Layout, Prefill
 from .watch import watch
 
@@ -40,44 +37,14 @@ __all__ = [
     "SAFE",
     "BUGGY",
     "TWIN_OF",
+    "FAMILY",
 ]
 
-# name -> (module, class)
-_TARGETS: dict[str, tuple[str, str]] = {
-    "flashinfer:decode": ("targets", "Decode"),
-    "flashinfer:decode:tensor_cores": ("variants", "DecodeTensorCores"),
-    "flashinfer:prefill": ("targets", "Prefill"),
-    "flashinfer:mla": ("targets", "MLA"),
-    "flashinfer:decode:default_mode": ("variants", "DecodeDefaultMode"),
-    "flashinfer:decode:growing_workspace": ("variants", "DecodeGrowingWorkspace"),
-    "flashinfer:decode:stale_padding": ("variants", "DecodeStalePadding"),
-    "flashinfer:decode:fixed_split": ("variants", "DecodeFixedSplit"),
-    "flashinfer:mla:mixed_batches": ("variants", "MLAMixedBatches"),
-}
-
 #: targets that follow FlashInfer's documented CUDA-graph usage (no finding expected)
-SAFE = ["flashinfer:decode", "flashinfer:decode:tensor_cores", "flashinfer:prefill", "flashinfer:mla"]
+SAFE = list(FAMILY.safe)
 #: the deliberate mistakes
-BUGGY = [n for n in _TARGETS if n not in SAFE]
+BUGGY = FAMILY.buggy
 #: each buggy variant's safe twin
-TWIN_OF = {
-    "flashinfer:decode:default_mode": "flashinfer:decode",
-    "flashinfer:decode:growing_workspace": "flashinfer:decode",
-    "flashinfer:decode:stale_padding": "flashinfer:decode",
-    "flashinfer:decode:fixed_split": "flashinfer:decode:tensor_cores",
-    "flashinfer:mla:mixed_batches": "flashinfer:mla",
-}
-
-
-def names() -> list[str]:
-    """Every registered FlashInfer target name (safe targets first)."""
-    return SAFE + BUGGY
-
-
-def resolve(name: str) -> type:
-    """The class registered as ``name``; a :class:`UsageError` naming the known ones otherwise."""
-    try:
-        module, cls = _TARGETS[name]
-    except KeyError:
-        raise UsageError(f"unknown FlashInfer target {name!r}; known: {', '.join(names())}") from None
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+TWIN_OF = FAMILY.twin_of
+names = FAMILY.names
+resolve = FAMILY.resolve

@@ -1,14 +1,14 @@
-"""Which FlashInfer a target drives: the real library (imported on first use only) or the CPU stand-in."""
+"""Which FlashInfer a target drives: the real library (imported on first use only) or the CPU stand-in, and
+the FlashInfer family of targets (:data:`FAMILY`)."""
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
 from typing import Any
 
-from ..errors import ContractError
+from ..family import Family
 
-__all__ = ["load", "submodule", "requirement", "version", "INSTALL_HINT"]
+__all__ = ["FAMILY", "load", "submodule", "requirement", "version", "INSTALL_HINT"]
 
 #: what a FlashInfer target needs, said wherever one cannot run
 INSTALL_HINT = (
@@ -18,25 +18,32 @@ INSTALL_HINT = (
 )
 
 
-def _import_flashinfer() -> ModuleType:
-    try:
-        return importlib.import_module("flashinfer")
-    except Exception as e:  # noqa: BLE001 - any failure to import is "FlashInfer is missing here"
-        raise ContractError(f"flashinfer does not import ({type(e).__name__}: {e}); {INSTALL_HINT}") from None
+#: the FlashInfer targets: the wrappers driven as documented, then the deliberate mistakes
+FAMILY = Family(
+    prefix="flashinfer",
+    package="graphsafe.flashinfer",
+    targets={
+        "flashinfer:decode": "targets:Decode",
+        "flashinfer:decode:tensor_cores": "variants:DecodeTensorCores",
+        "flashinfer:prefill": "targets:Prefill",
+        "flashinfer:mla": "targets:MLA",
+        "flashinfer:decode:default_mode": "variants:DecodeDefaultMode",
+        "flashinfer:decode:growing_workspace": "variants:DecodeGrowingWorkspace",
+        "flashinfer:decode:stale_padding": "variants:DecodeStalePadding",
+        "flashinfer:decode:fixed_split": "variants:DecodeFixedSplit",
+        "flashinfer:mla:mixed_batches": "variants:MLAMixedBatches",
+    },
+    safe=("flashinfer:decode", "flashinfer:decode:tensor_cores", "flashinfer:prefill", "flashinfer:mla"),
+    twin_of_={"flashinfer:decode:fixed_split": "flashinfer:decode:tensor_cores"},
+    library="flashinfer",
+    install_hint=INSTALL_HINT,
+)
 
 
 def load(library: Any) -> Any:
     """The library object for a target's ``library`` attribute: ``"flashinfer"`` (the real one),
     ``"standin"`` (:mod:`graphsafe.flashinfer.standin`) or a module with the same wrappers."""
-    if library == "flashinfer":
-        return _import_flashinfer()
-    if library == "standin":
-        from . import standin  # imported on demand: most processes never need the stand-in
-
-        return standin
-    if isinstance(library, str):
-        raise ContractError(f"library must be 'flashinfer', 'standin' or a module, got {library!r}")
-    return library
+    return FAMILY.load(library)
 
 
 def submodule(lib: Any, name: str) -> Any:
@@ -48,19 +55,7 @@ def submodule(lib: Any, name: str) -> Any:
 def requirement(library: Any = "flashinfer") -> str | None:
     """None when targets of ``library`` can run here, else one line saying what is missing (nothing is
     imported beyond what that takes: FlashInfer's presence is looked up, not imported)."""
-    if library != "flashinfer":
-        return None
-    import importlib.util  # (a lookup, not an import of FlashInfer)
-
-    if importlib.util.find_spec("flashinfer") is None:
-        return f"flashinfer-python is not installed; {INSTALL_HINT}"
-    import torch  # graphsafe's own dependency: imported only when FlashInfer is there to use it
-
-    if not torch.cuda.is_available():
-        return f"no NVIDIA GPU is visible; {INSTALL_HINT}"
-    return None
+    return FAMILY.requirement(library)
 
 
-def version(lib: Any) -> str:
-    """The library's version string (the stand-in says it is one)."""
-    return str(getattr(lib, "__version__", "unknown"))
+version = FAMILY.version

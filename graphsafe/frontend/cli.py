@@ -43,8 +43,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import defaults
-from ..checker import CheckOptions, expand, lookup, names, resolve_target, validate_target
+from ..checker import CheckOptions, lookup, names, resolve_target, validate_target
 from ..checker.audit import AUDIT_CAPTURE
+from ..checker.families import families
 from ..diagnosis import PROBES
 from ..engines import ENGINES
 from ..errors import (
@@ -59,10 +60,8 @@ from ..errors import (
     internal,
 )
 from ..findings import CheckResult
-from ..flashinfer import requirement as flashinfer_requirement
 from ..reports import repro_main
 from ..reports.jsonio import read_data
-from ..vllm import requirement as vllm_requirement
 from . import console, schedule
 from . import options as o
 from .devices import engine_problem, prepare_engine
@@ -387,7 +386,8 @@ def _audit(args: argparse.Namespace) -> int:
 # -- list --------------------------------------------------------------------------------------
 def _list() -> int:
     prepare_engine("auto")  # listing imports the reference kernels
-    all_names, extra = names(), expand("flashinfer") + expand("vllm")
+    others = families(in_all=False)
+    all_names, extra = names(), [n for f in others for n in f.names()]
     width = max((len(n) for n in all_names + extra), default=0)
     for name in all_names + extra:
         try:
@@ -401,12 +401,15 @@ def _list() -> int:
             line += f"  [expected: {getattr(expected, 'value', expected) or 'ok'}]"
         print(line)
     print()
-    for group, missing in (("flashinfer", flashinfer_requirement()), ("vllm", vllm_requirement())):
+    for fam in others:
+        missing = fam.requirement()
         print(
-            f"the {group}:* targets (group '{group}', not in 'all') "
+            f"the {fam.prefix}:* targets (group '{fam.prefix}', not in 'all') "
             + (f"cannot run here: {missing}" if missing else "can run here")
         )
-    print("any vLLM backend: vllm:<registry name or module:Class>, vllm-mla:<...> for an MLA backend's decode")
+    for fam in others:
+        if fam.also:
+            print(fam.also)
     return 0
 
 

@@ -15,10 +15,8 @@ any kernel module is imported.
 
 from __future__ import annotations
 
-import importlib
-
 from ..engines.triton_env import use_interpreter
-from ..errors import UsageError
+from ..family import Family
 
 
 def _require_interpretable_triton() -> None:
@@ -41,7 +39,7 @@ def _require_interpretable_triton() -> None:
 if use_interpreter():  # must precede the kernel modules' @triton.jit definitions
     _require_interpretable_triton()
 
-__all__ = ["REGISTRY", "FIXED", "BUGGY", "names", "resolve"]
+__all__ = ["REGISTRY", "FIXED", "BUGGY", "FAMILY", "names", "resolve"]
 
 # name -> (module, class); modules are imported on first use.
 _TARGETS: dict[str, tuple[str, str]] = {
@@ -66,18 +64,27 @@ FIXED: list[str] = [n for n in _TARGETS if ":" not in n]
 BUGGY: list[str] = [n for n in _TARGETS if ":" in n]
 
 
+#: the reference kernels as a family: they run anywhere (the Triton interpreter without a GPU), and the group
+#: ``all`` stands for them
+FAMILY = Family(
+    prefix="reference",
+    package=__name__,
+    targets={name: f"{module}:{cls}" for name, (module, cls) in _TARGETS.items()},
+    safe=tuple(FIXED),
+    needs_gpu=False,
+    in_all=True,
+)
+
+
 def names() -> list[str]:
     """Every registered target name, fixed and buggy."""
     return list(_TARGETS)
 
 
 def resolve(name: str) -> type:
-    """The target class registered as ``name``; ``ValueError`` listing the known names otherwise."""
-    try:
-        module, cls = _TARGETS[name]
-    except (KeyError, TypeError):
-        raise UsageError(f"unknown reference target {name!r}; known targets: {', '.join(_TARGETS)}") from None
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    """The target class registered as ``name``; :class:`~graphsafe.errors.UsageError` listing the known names
+    otherwise."""
+    return FAMILY.resolve(name if isinstance(name, str) else repr(name))
 
 
 def __getattr__(attr: str):

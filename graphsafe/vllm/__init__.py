@@ -9,7 +9,7 @@ Nothing here imports vLLM until a target's ``setup()`` runs (``library = "vllm"`
 * ``vllm:TRITON_ATTN``, ``vllm:TRITON_MLA``, ``vllm:FLEX_ATTENTION`` (:mod:`.targets`), and the buggy variants
   (:mod:`.variants`, ``vllm:TRITON_ATTN:stale_pad_slots``, ...);
 * ``vllm:<registry name or module:Class>`` and ``vllm-mla:<...>``: any backend (:func:`for_backend`);
-* :func:`names`, :func:`resolve`, :func:`requirement`: the registry, without importing vLLM.
+* :data:`FAMILY` (:func:`names`, :func:`resolve`, :func:`requirement`): the registry, without importing vLLM.
 
 Example::
 
@@ -19,13 +19,10 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-
-from ..errors import UsageError
 from .adapter import MODELS, FromBuilder, VllmTarget
-from .backends import PREFIXES, for_backend, parse
+from .backends import for_backend
 from .kinds import AttentionTarget, MLATarget
-from .library import INSTALL_HINT, requirement
+from .library import FAMILY, INSTALL_HINT, requirement
 
 __all__ = [
     "VllmTarget",
@@ -42,47 +39,15 @@ __all__ = [
     "SAFE",
     "BUGGY",
     "TWIN_OF",
+    "FAMILY",
 ]
 
-# name -> (module, class)
-_TARGETS: dict[str, tuple[str, str]] = {
-    "vllm:TRITON_ATTN": ("targets", "TritonAttention"),
-    "vllm:TRITON_MLA": ("targets", "TritonMLA"),
-    "vllm:FLEX_ATTENTION": ("targets", "FlexAttention"),
-    "vllm:TRITON_ATTN:stale_pad_slots": ("variants", "TritonAttentionStalePadSlots"),
-    "vllm:TRITON_ATTN:decode_shortcut": ("variants", "TritonAttentionDecodeShortcut"),
-    "vllm:TRITON_ATTN:fresh_seq_lens": ("variants", "TritonAttentionFreshSeqLens"),
-    "vllm:TRITON_MLA:fresh_decode_metadata": ("variants", "TritonMLAFreshDecodeMetadata"),
-    "vllm:TRITON_MLA:lazy_row_plan": ("variants", "TritonMLALazyRowPlan"),
-    "vllm:FLEX_ATTENTION:fresh_block_mask": ("variants", "FlexAttentionFreshBlockMask"),
-}
-
 #: vLLM's backends as shipped (no finding expected)
-SAFE = ["vllm:TRITON_ATTN", "vllm:TRITON_MLA", "vllm:FLEX_ATTENTION"]
+SAFE = list(FAMILY.safe)
 #: the deliberate mistakes
-BUGGY = [n for n in _TARGETS if n not in SAFE]
+BUGGY = FAMILY.buggy
 #: each buggy variant's safe twin
-TWIN_OF = {n: n.rpartition(":")[0] for n in BUGGY}
-
-
-def names() -> list[str]:
-    """Every registered vLLM target name (vLLM's backends first)."""
-    return SAFE + BUGGY
-
-
-def is_vllm_name(name: str) -> bool:
-    """Does ``name`` name a vLLM target (registered, or ``vllm:<ref>`` / ``vllm-mla:<ref>``)?"""
-    return name in _TARGETS or name.partition(":")[0] in PREFIXES and ":" in name
-
-
-def resolve(name: str) -> type:
-    """The class for a registered name, or for ``vllm:<ref>`` / ``vllm-mla:<ref>`` (any backend); a
-    :class:`UsageError` naming the registered ones otherwise."""
-    entry = _TARGETS.get(name)
-    if entry is not None:
-        module, attr = entry
-        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
-    cls = parse(name) if isinstance(name, str) else None
-    if cls is None:
-        raise UsageError(f"unknown vLLM target {name!r}; known: {', '.join(names())}, or vllm:<backend>")
-    return cls
+TWIN_OF = FAMILY.twin_of
+names = FAMILY.names
+is_vllm_name = FAMILY.owns
+resolve = FAMILY.resolve

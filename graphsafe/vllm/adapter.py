@@ -19,7 +19,6 @@ builder and impl (graphsafe's deliberate mistakes do).
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,8 +28,9 @@ import torch
 from ..capture.policies import capture_query_len
 from ..contract import Batch, CaptureSpec, Support, Target
 from ..errors import ContractError
+from ..family import with_mixins
 from ..values import derive_seed, seeded
-from .library import load
+from .library import FAMILY, load
 from .signatures import kwargs_for
 
 __all__ = ["VllmTarget", "FromBuilder", "MODELS", "kwargs_for"]
@@ -56,14 +56,6 @@ class FromBuilder:
         if level is None:
             level = self._levels[cls] = cls.builder_support()
         return level
-
-
-@functools.lru_cache(maxsize=64)
-def _mixed(mixins: tuple[type, ...], base: type) -> type[Any]:
-    """``base`` with ``mixins`` in front (one class per combination, so that its identity is stable)."""
-    if not mixins:
-        return base
-    return type(f"{mixins[0].__name__}{base.__name__}", (*mixins, base), {"__module__": mixins[0].__module__})
 
 
 class VllmTarget(Target):
@@ -95,6 +87,8 @@ class VllmTarget(Target):
     support = FromBuilder()
     #: modules the fork server imports once for every sandbox child (vLLM takes seconds to import)
     preload: ClassVar[tuple[str, ...]] = ("graphsafe.vllm.preload",)
+    #: how vLLM's runner captures (the check's default capture policy for this target)
+    engine_capture: ClassVar[str | None] = FAMILY.capture
     builder_mixins: ClassVar[tuple[type, ...]] = ()
     impl_mixins: ClassVar[tuple[type, ...]] = ()
     mla: ClassVar[bool] = False
@@ -111,11 +105,11 @@ class VllmTarget(Target):
 
     @classmethod
     def builder_cls(cls, lib: Any) -> type[Any]:
-        return _mixed(tuple(cls.builder_mixins), cls.backend_cls(lib).get_builder_cls())
+        return with_mixins(tuple(cls.builder_mixins), cls.backend_cls(lib).get_builder_cls())
 
     @classmethod
     def impl_cls(cls, lib: Any) -> type[Any]:
-        return _mixed(tuple(cls.impl_mixins), cls.backend_cls(lib).get_impl_cls())
+        return with_mixins(tuple(cls.impl_mixins), cls.backend_cls(lib).get_impl_cls())
 
     @classmethod
     def builder_support(cls) -> Support:

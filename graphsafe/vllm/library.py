@@ -1,4 +1,5 @@
-"""Which vLLM a target drives: the real one (imported on first use only) or the CPU stand-in.
+"""Which vLLM a target drives: the real one (imported on first use only) or the CPU stand-in, and the vLLM
+family of targets (:data:`FAMILY`: the registry, the library's load, version and requirement).
 
 Both are reached through the same small interface (:mod:`graphsafe.vllm.real` for vLLM,
 :mod:`graphsafe.vllm.standin` for the stand-in): the classes a model runner hands to a backend
@@ -7,14 +8,11 @@ Both are reached through the same small interface (:mod:`graphsafe.vllm.real` fo
 
 from __future__ import annotations
 
-import importlib
-import os
-from types import ModuleType
 from typing import Any
 
-from ..errors import ContractError
+from ..family import Family
 
-__all__ = ["load", "requirement", "version", "INSTALL_HINT", "ENVIRONMENT"]
+__all__ = ["FAMILY", "load", "requirement", "version", "INSTALL_HINT", "ENVIRONMENT"]
 
 #: what a vLLM target needs, said wherever one cannot run
 INSTALL_HINT = (
@@ -32,49 +30,45 @@ ENVIRONMENT = {
     "TOKENIZERS_PARALLELISM": "false",
 }
 
-
-def _import_real() -> ModuleType:
-    for k, v in ENVIRONMENT.items():
-        os.environ.setdefault(k, v)
-    try:
-        importlib.import_module("vllm.config")
-    except Exception as e:  # noqa: BLE001 - any failure to import is "vLLM is missing or broken here"
-        raise ContractError(f"vllm does not import ({type(e).__name__}: {e}); {INSTALL_HINT}") from None
-    from . import real  # imports vLLM's attention interfaces
-
-    return real
+#: the vLLM targets: vLLM's backends as shipped, then the deliberate mistakes in vLLM's classes
+FAMILY = Family(
+    prefix="vllm",
+    package="graphsafe.vllm",
+    targets={
+        "vllm:TRITON_ATTN": "targets:TritonAttention",
+        "vllm:TRITON_MLA": "targets:TritonMLA",
+        "vllm:FLEX_ATTENTION": "targets:FlexAttention",
+        "vllm:TRITON_ATTN:stale_pad_slots": "variants:TritonAttentionStalePadSlots",
+        "vllm:TRITON_ATTN:decode_shortcut": "variants:TritonAttentionDecodeShortcut",
+        "vllm:TRITON_ATTN:fresh_seq_lens": "variants:TritonAttentionFreshSeqLens",
+        "vllm:TRITON_MLA:fresh_decode_metadata": "variants:TritonMLAFreshDecodeMetadata",
+        "vllm:TRITON_MLA:lazy_row_plan": "variants:TritonMLALazyRowPlan",
+        "vllm:FLEX_ATTENTION:fresh_block_mask": "variants:FlexAttentionFreshBlockMask",
+    },
+    safe=("vllm:TRITON_ATTN", "vllm:TRITON_MLA", "vllm:FLEX_ATTENTION"),
+    library="vllm",
+    imports="vllm.config",  # (most of vLLM's import time)
+    interface="real",
+    environment=ENVIRONMENT,
+    install_hint=INSTALL_HINT,
+    prefixes=("vllm", "vllm-mla"),
+    by_reference="backends:parse",
+    preload=("graphsafe.vllm.preload",),
+    capture="worst",  # vLLM's runner captures every FULL graph on a dummy batch whose token rows are all live
+    also="any vLLM backend: vllm:<registry name or module:Class>, vllm-mla:<...> for an MLA backend's decode",
+)
 
 
 def load(library: Any) -> Any:
     """The interface for a target's ``library``: ``"vllm"`` (the real one), ``"standin"``
     (:mod:`graphsafe.vllm.standin`) or a module with the same functions."""
-    if library == "vllm":
-        return _import_real()
-    if library == "standin":
-        from . import standin  # imported on demand: most processes never need it
-
-        return standin
-    if isinstance(library, str):
-        raise ContractError(f"library must be 'vllm', 'standin' or a module, got {library!r}")
-    return library
+    return FAMILY.load(library)
 
 
 def requirement(library: Any = "vllm") -> str | None:
     """None when targets of ``library`` can run here, else one line saying what is missing (vLLM's
     presence is looked up, not imported: importing it takes seconds)."""
-    if library != "vllm":
-        return None
-    import importlib.util  # (a lookup, not an import of vLLM)
-
-    if importlib.util.find_spec("vllm") is None:
-        return f"vllm is not installed; {INSTALL_HINT}"
-    import torch  # graphsafe's own dependency: imported only when vLLM is there to use it
-
-    if not torch.cuda.is_available():
-        return f"no NVIDIA GPU is visible; {INSTALL_HINT}"
-    return None
+    return FAMILY.requirement(library)
 
 
-def version(lib: Any) -> str:
-    """The library's version string (the stand-in says it is one)."""
-    return str(getattr(lib, "__version__", "unknown"))
+version = FAMILY.version

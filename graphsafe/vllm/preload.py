@@ -8,10 +8,7 @@ touches CUDA.  A backend that does not import (a release without it) is left for
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-
-from .library import load
+from .library import FAMILY
 
 #: vLLM's modules of the registered backends (TRITON_ATTN, TRITON_MLA, FLEX_ATTENTION)
 MODULES = (
@@ -20,8 +17,4 @@ MODULES = (
     "vllm.v1.attention.backends.flex_attention",
 )
 
-with contextlib.suppress(Exception):  # vLLM missing or broken: each check says so itself
-    load("vllm")
-    for name in MODULES:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
+FAMILY.import_ahead(MODULES)

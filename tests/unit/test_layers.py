@@ -1,7 +1,7 @@
 """The package's layers import one way, and a function-level import says why it is one.
 
 Layers, top to bottom (docs/explanation/architecture.md): the facade ``graphsafe/__init__``, ``frontend``,
-``guard``, ``reports``, ``checker``, ``diagnosis``, ``capture``, ``reference``, ``flashinfer`` and ``vllm``, ``engines`` and ``strategies``,
+``guard``, ``reports``, ``checker``, ``diagnosis``, ``capture``, ``reference``, ``flashinfer``, ``vllm`` and ``sglang``, ``engines`` and ``strategies``,
 then the base modules (``contract``, ``findings``, ``errors``, ``values``).  An import from a lower
 layer to a higher one is allowed only with a ``# layer:`` comment on its line saying why, and at
 most two such imports exist.
@@ -28,6 +28,7 @@ LAYERS = {  # higher number = higher layer
     "graphsafe.reference": 4,
     "graphsafe.flashinfer": 4,
     "graphsafe.vllm": 4,
+    "graphsafe.sglang": 4,
     "graphsafe.engines": 3,
     "graphsafe.strategies": 3,
     "graphsafe.contract": 1,
@@ -36,6 +37,7 @@ LAYERS = {  # higher number = higher layer
     "graphsafe.values": 1,
     "graphsafe._version": 1,
     "graphsafe.defaults": 1,
+    "graphsafe.family": 1,
 }
 MAX_UPWARD = 2
 

@@ -74,3 +74,14 @@ def test_a_seed_that_did_not_run_counts_neither_way():
         "vllm:A:other 0.33.0: 1 of 2",
         "vllm:A:none 0.33.0: 1 of 1",
     ]
+
+
+def test_sglang_rows_merge_by_their_sglang_release():
+    base = {
+        "machine": H200,
+        "rows": [{"target": "sglang:triton", "sglang": "0.5.23", "expected": [], "found": [["x"]]}],
+    }
+    new = {"machine": H100, "rows": [{"target": "sglang:triton", "sglang": "0.5.23", "expected": [], "found": [[]]}]}
+    merged = vllm_merge.merge(base, [new])
+    assert [r["found"] for r in merged["rows"]] == [[[]]] and merged["sglang"] == ["0.5.23"] and "vllm" not in merged
+    assert merged["summary"]["stock_clean_every_seed"] == ["sglang:triton 0.5.23"]
