@@ -12,6 +12,9 @@
   machine), so a report whose steps still fail stays, brought up to date from the replay when that finds
   the same bug at the same place (a moved line, a reworded message); and a report made on another engine
   is not this run's to judge (the CUDA engine and the emulator need not find the same set of bugs).
+  One cause, one report: an old report of the kind and cause (:func:`~graphsafe.checker.causes.cause_key`)
+  of a report this run wrote is replaced by it, without a replay, even when the two name different places
+  (one host decision froze two values, and each search met the other first).
 
 Example::
 
@@ -30,6 +33,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..checker.causes import cause_key
 from ..findings import CheckResult, Finding, FindingKind
 from ..probes import PROBES
 from . import _script, atomic, jsonio, repro
@@ -138,14 +142,29 @@ def _candidates(result: CheckResult, base: Path) -> list[tuple[Path, dict[str, A
     return found
 
 
+def _written_causes(result: CheckResult) -> dict[tuple[str, str], Path]:
+    """(kind, cause key) -> report directory, for each error finding of ``result`` written to a report."""
+    return {(f.kind.value, cause_key(f.cause)): Path(f.report_dir) for f in result.errors if f.report_dir and f.cause}
+
+
+def _remove(entry: Path, shown: str, result: CheckResult) -> bool:
+    try:
+        atomic.remove(entry)
+    except OSError as e:
+        result.notes.append(f"stale report {shown} not removed: {e}")
+        return False
+    return True
+
+
 def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None) -> list[Path]:
     """Remove ``result.target``'s reports under ``root`` whose bug this check shows to be fixed.
 
     A candidate is a report directory whose ``finding.json`` names this target, this run's engine and
     a kind among :func:`reported_kinds`, and that no error finding of ``result`` was written to
-    (``report_dir``).  Each candidate is replayed (:func:`replay_errors`, with ``target``, default
-    ``result.target``): it goes when its steps now pass, and stays when they still fail or cannot be
-    replayed; one that still fails at the same place is rewritten from the replay where it says something
+    (``report_dir``).  A candidate of the kind and cause (:func:`cause_key`) of a report this run wrote
+    goes, replaced by that report: one cause, one report.  Each other candidate is replayed
+    (:func:`replay_errors`, with ``target``, default ``result.target``): it goes when its steps now
+    pass, and stays when they still fail or cannot be replayed; one that still fails at the same place is rewritten from the replay where it says something
     new.  Each removal and each kept candidate adds a note to ``result.notes``; unreadable
     directories are left alone.  Removal is atomic (:func:`atomic.remove`).  Returns the directories removed.
     """
@@ -153,8 +172,16 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
     if not reported_kinds(result) or not base.is_dir():
         return []
     removed: list[Path] = []
+    written = _written_causes(result)
     for entry, data in _candidates(result, base):
         shown = display_path(entry)
+        replacement = written.get((data.get("kind"), cause_key(str(data.get("cause") or ""))))
+        if replacement is not None:
+            why = f"replaced report {shown} by {display_path(replacement)}: the same cause ({data['kind']} at {data['cause']})"
+            if _remove(entry, shown, result):
+                removed.append(entry)
+                result.notes.append(why)
+            continue
         try:
             still = replay_errors(data, result.target if target is None else target, result.engine)
         except Exception as e:  # noqa: BLE001 - a replay that cannot run judges nothing: the report stays
@@ -174,10 +201,7 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
             except OSError as e:
                 result.notes.append(f"kept report {shown} not brought up to date: {e}")
             continue
-        try:
-            atomic.remove(entry)
-        except OSError as e:
-            result.notes.append(f"stale report {shown} not removed: {e}")
+        if not _remove(entry, shown, result):
             continue
         removed.append(entry)
         result.notes.append(f"removed stale report {shown}: not found by this run, and its recorded steps now pass")
