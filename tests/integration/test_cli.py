@@ -97,6 +97,7 @@ def test_usage_errors_exit_2_without_a_traceback(targets, capsys, argv, message)
     assert "Traceback" not in err + out
     assert "function" not in err  # the command line takes names only
 
+
 def test_contract_error_at_run_time_exits_2(targets, capsys):
     rc = main(["check", f"{MOD}:Safe", f"{MOD}:WrongType", *FAST, "--probes", "stale-pointer"])
     out, err = capsys.readouterr()
