@@ -160,12 +160,14 @@ def _database(name: str, database: str | bool | None):
 @dataclass(frozen=True)
 class Progress:
     """Where a running check is: examples run (shrinking included) of the planned ones, the phase
-    (capture policy), and the finding kinds seen so far."""
+    (capture policy), the finding kinds seen so far, and the stage of the phase's search:
+    ``"searching"``, or ``"shrinking"`` once an example of the phase failed."""
 
     examples: int
     planned: int
     phase: str
     kinds: tuple[str, ...]
+    stage: str = "searching"
 
 
 def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress], None] | None = None) -> CheckResult:
@@ -338,7 +340,8 @@ def _search(
             f = None
         if counter["progress"] is not None:
             kinds = tuple(sorted({k.value for k in counter["first"]} | ({f.kind.value} if f else set())))
-            counter["progress"](Progress(counter["n"], counter["planned"], phase.policy.name, kinds))
+            stage = "shrinking" if raised else "searching"
+            counter["progress"](Progress(counter["n"], counter["planned"], phase.policy.name, kinds, stage))
         if f is not None:
             counter["first"].setdefault(f.kind, counter["n"])
             counter["t"].setdefault(f.kind, time.perf_counter() - t0)
