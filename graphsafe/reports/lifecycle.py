@@ -175,7 +175,7 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
     written = _written_causes(result)
     for entry, data in _candidates(result, base):
         shown = display_path(entry)
-        replacement = written.get((data.get("kind"), cause_key(str(data.get("cause") or ""))))
+        replacement = written.get((str(data.get("kind")), cause_key(str(data.get("cause") or ""))))
         if replacement is not None:
             why = f"replaced report {shown} by {display_path(replacement)}: the same cause ({data['kind']} at {data['cause']})"
             if _remove(entry, shown, result):
