@@ -161,7 +161,8 @@ def _database(name: str, database: str | bool | None):
 class Progress:
     """Where a running check is: examples run (shrinking included) of the planned ones, the phase
     (capture policy), the finding kinds seen so far, and the stage of the phase's search:
-    ``"searching"``, or ``"shrinking"`` once an example of the phase failed."""
+    ``"searching"``, ``"shrinking"`` once an example of the phase failed, or ``"diagnosing"`` while a
+    step whose replay differed is explained (the diagnosis re-runs the target)."""
 
     examples: int
     planned: int
@@ -172,7 +173,8 @@ class Progress:
 
 def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress], None] | None = None) -> CheckResult:
     """Capture ``target`` under each capture policy, replay Hypothesis-drawn step sequences, and return
-    the findings, one per root cause.  ``progress`` is called after every example."""
+    the findings, one per root cause.  ``progress`` is called after every example, and before each
+    diagnosis (stage ``"diagnosing"``)."""
     t0 = time.perf_counter()
     p = prepared(target, options)
     sizes = options.sizes_for(p.spec)
@@ -314,6 +316,16 @@ def _search(
     options = p.options
     again: dict[tuple, Finding] = {}
     raised: dict[tuple, Finding] = {}  # the first finding of each cause this search failed an example with
+    if counter["progress"] is not None:  # a diagnosis re-runs the target: seconds a progress line can name
+        runner.on_diagnose = lambda: counter["progress"](
+            Progress(
+                counter["n"],
+                counter["planned"],
+                phase.policy.name,
+                tuple(sorted(k.value for k in counter["first"])),
+                "diagnosing",
+            )
+        )
 
     @settings(
         parent=settings.default,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import weakref
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -75,6 +76,7 @@ class ExampleRunner:
         self.enabled, self.comparator, self.known_writes = enabled, comparator, known_writes
         self.steps_run = 0
         self.infos: list[Finding] = []  # info-severity findings (they do not fail an example)
+        self.on_diagnose: Callable[[], None] | None = None  # told before a diagnosis (it re-runs the target)
         self._made: list[
             Any
         ] = []  # weak references to the instances and graphs this runner made (None: not weak-referable)
@@ -253,6 +255,8 @@ class ExampleRunner:
         """The finding for a step that differed; None when the check does not report its kind; ``_GOES_ON``
         for an info finding (kept; the example goes on)."""
         ctx.mismatches = mism
+        if self.on_diagnose is not None:
+            self.on_diagnose()
         f, probe = diagnose(ctx)
         if probe and probe not in self.enabled:
             return None  # explained by a probe this check does not report
