@@ -14,7 +14,8 @@
   is not this run's to judge (the CUDA engine and the emulator need not find the same set of bugs).
   One cause, one report: an old report of the kind and cause (:func:`~graphsafe.checker.causes.cause_key`)
   of a report this run wrote is replaced by it, without a replay, even when the two name different places
-  (one host decision froze two values, and each search met the other first).
+  (one host decision froze two values, and each search met the other first); so is one whose replay
+  gives only errors of such a kind and cause (the report named the cause as an older graphsafe did).
 
 Example::
 
@@ -164,7 +165,9 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
     (``report_dir``).  A candidate of the kind and cause (:func:`cause_key`) of a report this run wrote
     goes, replaced by that report: one cause, one report.  Each other candidate is replayed
     (:func:`replay_errors`, with ``target``, default ``result.target``): it goes when its steps now
-    pass, and stays when they still fail or cannot be replayed; one that still fails at the same place is rewritten from the replay where it says something
+    pass, or when every error they still give has the kind and cause of a report this run wrote (the
+    cause was named otherwise when the report was made); it stays when they still fail otherwise or
+    cannot be replayed; one that still fails at the same place is rewritten from the replay where it says something
     new.  Each removal and each kept candidate adds a note to ``result.notes``; unreadable
     directories are left alone.  Removal is atomic (:func:`atomic.remove`).  Returns the directories removed.
     """
@@ -190,6 +193,15 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
                 f"kept report {shown}: not found by this run, and its recorded steps could not be replayed "
                 f"({type(e).__name__}: {why})"
             )
+            continue
+        covered = [w for f in still if (w := written.get((f.kind.value, cause_key(f.cause)))) is not None]
+        if still and len(covered) == len(still):  # its bug is a cause this run reported (named anew since)
+            if _remove(entry, shown, result):
+                removed.append(entry)
+                result.notes.append(
+                    f"replaced report {shown} by {display_path(covered[0])}: its recorded steps still fail, with "
+                    "the same cause"
+                )
             continue
         if still:
             kinds = ", ".join(sorted({f.kind.value for f in still}))

@@ -6,7 +6,7 @@
   still there) or cannot be replayed stay, with a note; other engines, other kinds, other targets,
   unreadable directories and checks that never searched leave reports alone;
 * one cause, one report: an old report of the kind and cause of a report this run wrote goes, replaced
-  by it, without a replay;
+  by it, without a replay; so does one whose replay gives only that kind and cause;
 * re-running: a report that says the same once timings, addresses, the environment and absolute
   paths are ignored is left untouched (bytes and mtimes); a real change rewrites it.
 """
@@ -109,6 +109,19 @@ def test_an_old_report_of_the_cause_of_a_report_this_run_wrote_is_replaced_by_it
     assert replays.calls == []  # the new report speaks for the cause: no replay needed
     assert result.notes == [
         f"replaced report {os.path.relpath(old)} by {new.report_dir}: the same cause (frozen-host-value at {HOST})"
+    ]
+
+
+def test_an_old_report_whose_replay_gives_the_cause_of_a_report_this_run_wrote_is_replaced(tmp_path, replays):
+    old = write(FindingKind.FROZEN_HOST_VALUE, tmp_path, cause="host:backend/attn.py:40")  # as named before
+    replays.outcome = [make_finding(FindingKind.FROZEN_HOST_VALUE, where="_attn_kernel.MAX_SEQ", cause=HOST)]
+    new = make_finding(FindingKind.FROZEN_HOST_VALUE, where="_attn_kernel.UNIFORM", cause=HOST)
+    result = _result(new)
+    write_reports(result, tmp_path)
+    assert not old.exists() and Path(new.report_dir).is_dir()
+    assert result.notes == [
+        f"replaced report {display_path(old)} by {display_path(Path(new.report_dir))}: its recorded steps still "
+        "fail, with the same cause"
     ]
 
 
@@ -283,19 +296,20 @@ def test_a_check_replaces_the_report_of_the_same_cause_named_at_another_place(tm
     assert f"replaced report {display_path(other)} by {display_path(report)}" in "\n".join(again.notes)
 
 
-def test_a_report_the_search_did_not_meet_again_stays_while_its_steps_fail_and_goes_after_the_fix(
+def test_a_report_that_named_the_cause_otherwise_is_replayed_then_replaced_and_all_go_after_the_fix(
     tmp_path, monkeypatch
 ):
     report = Path(_check_toggle(tmp_path).findings[0].report_dir)
-    # a report of another cause whose steps fail too: this run's search will not rewrite it
+    # the same bug as an older graphsafe named it (another place, another cause): only its replay tells
     other = _copy_as(report, "self.lens (as an earlier search named it)", cause="buffer:self.old_lens")
     again = _check_toggle(tmp_path)
     assert again.kinds == {"stale-pointer"} and Path(again.findings[0].report_dir) == report
-    assert other.is_dir()
+    assert not other.exists()
     assert (
-        f"kept report {display_path(other)}: not found by this run, but its recorded steps still fail (stale-pointer)"
-        in again.notes
+        f"replaced report {display_path(other)} by {display_path(report)}: its recorded steps still fail, "
+        "with the same cause" in again.notes
     )
+    _copy_as(report, "self.lens (as an earlier search named it)", cause="buffer:self.old_lens")
     monkeypatch.setattr(Toggle, "BUGGY", False)
     fixed = _check_toggle(tmp_path)
     assert fixed.ok and not report.exists() and not other.exists()
