@@ -167,8 +167,8 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
     (:func:`replay_errors`, with ``target``, default ``result.target``): it goes when its steps now
     pass, or when every error they still give has the kind and cause of a report this run wrote (the
     cause was named otherwise when the report was made); it stays when they still fail otherwise or
-    cannot be replayed; one that still fails at the same place is rewritten from the replay where it says something
-    new.  Each removal and each kept candidate adds a note to ``result.notes``; unreadable
+    cannot be replayed; one that still fails at the same place is rewritten from the replay where it
+    says something new.  Each removal and each kept candidate adds a note to ``result.notes``; unreadable
     directories are left alone.  Removal is atomic (:func:`atomic.remove`).  Returns the directories removed.
     """
     base = Path(root) / target_slug(result.target)
@@ -180,7 +180,8 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
         shown = display_path(entry)
         replacement = written.get((str(data.get("kind")), cause_key(str(data.get("cause") or ""))))
         if replacement is not None:
-            why = f"replaced report {shown} by {display_path(replacement)}: the same cause ({data['kind']} at {data['cause']})"
+            cause = f"{data['kind']} at {data['cause']}"
+            why = f"replaced report {shown} by {display_path(replacement)}: the same cause ({cause})"
             if _remove(entry, shown, result):
                 removed.append(entry)
                 result.notes.append(why)
