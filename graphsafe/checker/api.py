@@ -158,17 +158,21 @@ def _collect(exc: BaseException, out: list[Finding]) -> bool:
 @dataclass(frozen=True)
 class Progress:
     """Where a running check is: examples run (shrinking included) of the planned ones, the phase
-    (capture policy), and the finding kinds seen so far."""
+    (capture policy), the finding kinds seen so far, and the stage of the phase's search:
+    ``"searching"``, ``"shrinking"`` once an example of the phase failed, or ``"diagnosing"`` while a
+    step whose replay differed is explained (the diagnosis re-runs the target)."""
 
     examples: int
     planned: int
     phase: str
     kinds: tuple[str, ...]
+    stage: str = "searching"
 
 
 def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress], None] | None = None) -> CheckResult:
     """Capture ``target`` under each capture policy, replay Hypothesis-drawn step sequences, and return
-    the findings, one per root cause.  ``progress`` is called after every example."""
+    the findings, one per root cause.  ``progress`` is called after every example, and before each
+    diagnosis (stage ``"diagnosing"``)."""
     t0 = time.perf_counter()
     p = prepared(target, options)
     sizes = options.sizes_for(p.spec)
@@ -312,6 +316,16 @@ def _search(
     again: dict[tuple, Finding] = {}
     raised: dict[tuple, Finding] = {}  # the first finding of each cause this search failed an example with
     symptoms: dict[str, Finding | None] = {}  # each symptom's first example, diagnosed (None: no error)
+    if counter["progress"] is not None:  # a diagnosis re-runs the target: seconds a progress line can name
+        runner.on_diagnose = lambda: counter["progress"](
+            Progress(
+                counter["n"],
+                counter["planned"],
+                phase.policy.name,
+                tuple(sorted(k.value for k in counter["first"])),
+                "diagnosing",
+            )
+        )
 
     @settings(
         parent=settings.default,
@@ -349,7 +363,10 @@ def _search(
             f = None
         if counter["progress"] is not None:
             seen = {k.value for k in counter["first"]} | ({f.kind.value} if isinstance(f, Finding) else set())
-            counter["progress"](Progress(counter["n"], counter["planned"], phase.policy.name, tuple(sorted(seen))))
+            stage = "shrinking" if raised or symptoms else "searching"
+            counter["progress"](
+                Progress(counter["n"], counter["planned"], phase.policy.name, tuple(sorted(seen)), stage)
+            )
         if isinstance(f, Symptom):
             raise _symptom_class(f.key)(symptoms.get(f.key))  # shrink on the symptom; its finding comes at the end
         if final and symptom is not None and (f is None or f is runner.diagnosed):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -100,6 +101,7 @@ class ExampleRunner:
         #: check does not report or a cause an earlier phase reported; a step whose every difference is one of them
         #: goes on undiagnosed
         self.dismissed: set[tuple[str, int | None]] = set()
+        self.on_diagnose: Callable[[], None] | None = None  # told before a diagnosis (it re-runs the target)
         self._made: list[
             Any
         ] = []  # weak references to the instances and graphs this runner made (None: not weak-referable)
@@ -302,6 +304,8 @@ class ExampleRunner:
         if not self._diagnose:
             return symptom
         ctx.mismatches = mism
+        if self.on_diagnose is not None:
+            self.on_diagnose()
         f, probe = diagnose(ctx)
         if probe and probe not in self.enabled:
             self.dismiss(mism)

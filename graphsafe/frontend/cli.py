@@ -62,7 +62,7 @@ from ..errors import (
 from ..findings import CheckResult
 from ..reports import repro_main
 from ..reports.jsonio import read_data
-from . import console, schedule
+from . import console, schedule, threads
 from . import options as o
 from .devices import engine_problem, prepare_engine
 from .jobs import parse_jobs, run_parallel
@@ -207,6 +207,7 @@ def _run_all(
     columns = list(check.probes or PROBES) + [console.OTHER]
     engine = o.engine_name(check)
     jobs = parse_jobs(args.jobs, engine, run_opts.isolate)
+    threads.set_jobs(min(jobs, len(targets)))  # each sandbox's torch threads: the cores shared by the jobs
     latch = _InterruptLatch()
     if run_opts.isolate == "target":  # the fork server imports every target's library once (vLLM: seconds)
         warm(engine, preload=tuple(m for c in classes.values() for m in preload_of(c)))

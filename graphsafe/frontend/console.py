@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from tqdm import tqdm
@@ -44,11 +45,18 @@ def header(name: str, cls: type, check: CheckOptions) -> str:
 
 
 class ProgressBar:
-    """Examples done and finding kinds so far, on stderr, when it is a terminal (tqdm); nothing otherwise."""
+    """A check's progress on stderr when it is a terminal (tqdm), nothing otherwise: examples run of the
+    planned ones, the capture phase, the stage of its search (searching, shrinking) and the finding kinds
+    so far.  The line appears once the check has run ``delay`` seconds: a quick check prints none."""
 
-    def __init__(self, name: str) -> None:
+    #: seconds before the line appears
+    DELAY_S = 3.0
+
+    def __init__(self, name: str, delay: float | None = None) -> None:
         self.bar: tqdm | None = None
+        self.started = 0.0
         self.name = name
+        self.delay = self.DELAY_S if delay is None else delay
 
     def __enter__(self) -> ProgressBar:
         return self
@@ -57,10 +65,15 @@ class ProgressBar:
         if not sys.stderr.isatty():
             return
         if self.bar is None:
-            self.bar = tqdm(total=p.planned, desc=self.name, unit="example", leave=False, file=sys.stderr)
+            self.started = time.monotonic()
+            self.bar = tqdm(
+                total=p.planned, desc=self.name, unit="example", leave=False, file=sys.stderr, delay=self.delay
+            )
         self.bar.total = max(self.bar.total or 0, p.examples)
+        self.bar.set_postfix_str(f"{p.phase} capture, {p.stage}: {', '.join(p.kinds) or 'no finding'}", refresh=False)
         self.bar.update(p.examples - self.bar.n)
-        self.bar.set_postfix_str(f"{p.phase}: {', '.join(p.kinds) or 'no finding'}", refresh=True)
+        if time.monotonic() - self.started >= self.delay:
+            self.bar.refresh()  # (update() alone redraws at most every 0.1 s: the stage would lag)
 
     def __exit__(self, *exc: Any) -> None:
         if self.bar is not None:

@@ -23,13 +23,25 @@ from . import options as o
 from .devices import engine_problem
 from .runner import run
 
-__all__ = ["GraphsafeFixture", "failure_text", "failure_line", "error_text", "marker_given"]
+__all__ = ["GraphsafeFixture", "failure_headline", "failure_text", "failure_line", "error_text", "marker_given"]
 
 
-def failure_text(result: CheckResult, header: str | None = None) -> str:
-    """What a failing test prints: a head line, then each error finding's summary and fix."""
-    lines = [header] if header else []
-    lines.append(result.header)
+def failure_headline(result: CheckResult) -> str:
+    """One line naming each error finding's kind and cause (pytest's short summary shows the first line
+    of a failure): ``stale-pointer: buffer:self.lens``, with the place when the cause does not name it:
+    ``frozen-host-value: host:attn.py in plan (at _kernel.MAX_SEQ)``."""
+    parts = []
+    for f in result.errors:
+        cause = f.where if f.cause == f"{f.kind.value}:{f.where}" else f.cause  # no cause of its own
+        where = f" (at {f.where})" if f.where and f.where not in cause else ""
+        parts.append(f"{f.kind.value}: {cause}{where}")
+    return "; ".join(parts) or f"{result.target}: ok"
+
+
+def failure_text(result: CheckResult) -> str:
+    """What a failing test prints: a head line naming kinds and causes, what was checked, then each error
+    finding's summary and fix."""
+    lines = [failure_headline(result), result.header]
     kinds = ", ".join(sorted(result.kinds)) or "ok"
     lines.append(
         f"{result.target} on {result.engine}: {kinds} "

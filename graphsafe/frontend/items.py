@@ -323,7 +323,7 @@ class GraphsafeItem(pytest.Item):
             if not self.result.ok:
                 raise GraphsafeFailure(self.result.summary())
         elif not self.result.ok:
-            raise GraphsafeFailure(failure_text(self.result, self.target))
+            raise GraphsafeFailure(failure_text(self.result))
 
     def prestart(self) -> None:
         """Start this item's sandbox process in the background (isolated runs only)."""

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import defaults
-from ..capture.policies import resolve_capture
+from ..capture.policies import POLICIES, resolve_capture
 from ..checker import CheckOptions
 from ..checker import expand as expand_group
 from ..diagnosis import PROBES
@@ -167,14 +167,21 @@ def parse_probes(value: Any, where: str = "probes") -> tuple[str, ...]:
 
 
 def parse_capture(value: Any, where: str = "capture") -> tuple[str, ...] | None:
-    """Capture policy names from ``"worst,minimal"`` or a list; empty -> None (explore)."""
+    """Capture policy names from ``"worst,minimal"`` or a list; empty -> None (explore).  Text names
+    policies only: an unknown name offers the names (a function ``size -> Batch`` is the API's alone)."""
     parts = _split(value)
     if not parts:
         return None
-    try:
-        resolve_capture(parts)
-    except UsageError as e:
-        raise UsageError(f"{where}: {e}") from None
+    known = [defaults.CAPTURE, *POLICIES]
+    for p in parts:
+        if p not in known:
+            close = difflib.get_close_matches(p, known, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UsageError(
+                f"{where}: unknown capture policy {p!r}; {hint}choose {defaults.CAPTURE} or some of "
+                f"{', '.join(POLICIES)}, comma-separated"
+            )
+    resolve_capture(parts)
     return tuple(parts)
 
 

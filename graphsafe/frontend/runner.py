@@ -22,6 +22,7 @@ from ..engines import Engine
 from ..errors import ContextBroken, ContractError, GraphsafeError
 from ..findings import CheckResult
 from ..reports.audit import write_audit
+from . import threads
 from .devices import uses_cuda, worker_device
 from .inprocess import run_here
 from .options import RunOptions, keywords, resolve
@@ -69,6 +70,7 @@ def _run(
             f"{label}: CUDA context broken by {_broken_by[0]}; rerun with isolation "
             "(--isolate, --graphsafe-isolate target)"
         )
+    threads.apply_here()  # this process is the check's: the host's cores shared by the checks at once
     try:
         result = run_here(target, check, options, label=label, progress=progress)
     except GraphsafeError:

@@ -12,6 +12,10 @@
   machine), so a report whose steps still fail stays, brought up to date from the replay when that finds
   the same bug at the same place (a moved line, a reworded message); and a report made on another engine
   is not this run's to judge (the CUDA engine and the emulator need not find the same set of bugs).
+  One cause, one report: an old report of the kind and cause (:func:`~graphsafe.checker.causes.cause_key`)
+  of a report this run wrote is replaced by it, without a replay, even when the two name different places
+  (one host decision froze two values, and each search met the other first); so is one whose replay
+  gives only errors of such a kind and cause (the report named the cause as an older graphsafe did).
 
 Example::
 
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..diagnosis import PROBES
+from ..diagnosis.causes import cause_key
 from ..findings import CheckResult, Finding, FindingKind
 from . import _script, atomic, jsonio, repro
 from .paths import display_path, target_slug
@@ -138,23 +143,49 @@ def _candidates(result: CheckResult, base: Path) -> list[tuple[Path, dict[str, A
     return found
 
 
+def _written_causes(result: CheckResult) -> dict[tuple[str, str], Path]:
+    """(kind, cause key) -> report directory, for each error finding of ``result`` written to a report."""
+    return {(f.kind.value, cause_key(f.cause)): Path(f.report_dir) for f in result.errors if f.report_dir and f.cause}
+
+
+def _remove(entry: Path, shown: str, result: CheckResult) -> bool:
+    try:
+        atomic.remove(entry)
+    except OSError as e:
+        result.notes.append(f"stale report {shown} not removed: {e}")
+        return False
+    return True
+
+
 def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None) -> list[Path]:
     """Remove ``result.target``'s reports under ``root`` whose bug this check shows to be fixed.
 
     A candidate is a report directory whose ``finding.json`` names this target, this run's engine and
     a kind among :func:`reported_kinds`, and that no error finding of ``result`` was written to
-    (``report_dir``).  Each candidate is replayed (:func:`replay_errors`, with ``target``, default
-    ``result.target``): it goes when its steps now pass, and stays when they still fail or cannot be
-    replayed; one that still fails at the same place is rewritten from the replay where it says something
-    new.  Each removal and each kept candidate adds a note to ``result.notes``; unreadable
+    (``report_dir``).  A candidate of the kind and cause (:func:`cause_key`) of a report this run wrote
+    goes, replaced by that report: one cause, one report.  Each other candidate is replayed
+    (:func:`replay_errors`, with ``target``, default ``result.target``): it goes when its steps now
+    pass, or when every error they still give has the kind and cause of a report this run wrote (the
+    cause was named otherwise when the report was made); it stays when they still fail otherwise or
+    cannot be replayed; one that still fails at the same place is rewritten from the replay where it
+    says something new.  Each removal and each kept candidate adds a note to ``result.notes``; unreadable
     directories are left alone.  Removal is atomic (:func:`atomic.remove`).  Returns the directories removed.
     """
     base = Path(root) / target_slug(result.target)
     if not reported_kinds(result) or not base.is_dir():
         return []
     removed: list[Path] = []
+    written = _written_causes(result)
     for entry, data in _candidates(result, base):
         shown = display_path(entry)
+        replacement = written.get((str(data.get("kind")), cause_key(str(data.get("cause") or ""))))
+        if replacement is not None:
+            cause = f"{data['kind']} at {data['cause']}"
+            why = f"replaced report {shown} by {display_path(replacement)}: the same cause ({cause})"
+            if _remove(entry, shown, result):
+                removed.append(entry)
+                result.notes.append(why)
+            continue
         try:
             still = replay_errors(data, result.target if target is None else target, result.engine)
         except Exception as e:  # noqa: BLE001 - a replay that cannot run judges nothing: the report stays
@@ -163,6 +194,15 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
                 f"kept report {shown}: not found by this run, and its recorded steps could not be replayed "
                 f"({type(e).__name__}: {why})"
             )
+            continue
+        covered = [w for f in still if (w := written.get((f.kind.value, cause_key(f.cause)))) is not None]
+        if still and len(covered) == len(still):  # its bug is a cause this run reported (named anew since)
+            if _remove(entry, shown, result):
+                removed.append(entry)
+                result.notes.append(
+                    f"replaced report {shown} by {display_path(covered[0])}: its recorded steps still fail, with "
+                    "the same cause"
+                )
             continue
         if still:
             kinds = ", ".join(sorted({f.kind.value for f in still}))
@@ -174,10 +214,7 @@ def prune_stale(result: CheckResult, root: str | os.PathLike, target: Any = None
             except OSError as e:
                 result.notes.append(f"kept report {shown} not brought up to date: {e}")
             continue
-        try:
-            atomic.remove(entry)
-        except OSError as e:
-            result.notes.append(f"stale report {shown} not removed: {e}")
+        if not _remove(entry, shown, result):
             continue
         removed.append(entry)
         result.notes.append(f"removed stale report {shown}: not found by this run, and its recorded steps now pass")

@@ -81,6 +81,10 @@ def test_check_safe_exits_0(targets, capsys):
         (["check", f"{MOD}:Safe", "--engine", "bogus"], "--engine: unknown engine 'bogus'"),
         (["check", f"{MOD}:Safe", "--probes", "nope"], "--probes: unknown probe 'nope'"),
         (["check", f"{MOD}:Safe", "--examples", "0"], "--examples: must be >= 1"),
+        (
+            ["check", f"{MOD}:Safe", "--capture", "wrost"],
+            "--capture: unknown capture policy 'wrost'; did you mean worst? choose explore or some of worst, ",
+        ),
         (["check"], "the following arguments are required: TARGET"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         ([], "required"),
@@ -91,6 +95,7 @@ def test_usage_errors_exit_2_without_a_traceback(targets, capsys, argv, message)
     out, err = capsys.readouterr()
     assert message in err
     assert "Traceback" not in err + out
+    assert "function" not in err  # the command line takes names only
 
 
 def test_contract_error_at_run_time_exits_2(targets, capsys):

@@ -162,13 +162,15 @@ def test_one_item_per_target_passes_or_fails_with_the_finding(gs):
     assert "graphsafe[mymod:Fresh] FAILED" in out
     assert "graphsafe: 2 target(s), engine emulate, profile fast, 5 examples" in out
     text = failure_sections(result)["graphsafe[mymod:Fresh]"]
-    assert text.startswith("mymod:Fresh\nmymod:Fresh on emulate at Support.ALWAYS (max_reqs=2, ")
+    assert text.startswith("stale-pointer: buffer:self.lens\nmymod:Fresh on emulate at Support.ALWAYS (max_reqs=2, ")
     assert "\nmymod:Fresh on emulate: stale-pointer" in text
     assert "stale-pointer: the graph reads freed memory" in text
     assert "at: self.lens" in text  # the path
     assert re.search(r"step 0: Batch\(q=\[\d+(, \d+)*\], seq=", text)  # the minimal step sequence
     assert "fix: " in text
     assert "Traceback" not in out and "site-packages" not in out
+    # the short summary names the kind and the cause, not the target again
+    assert "FAILED graphsafe[mymod:Fresh] - stale-pointer: buffer:self.lens" in result.outlines
 
 
 def test_targets_spread_over_xdist_workers_and_write_reports_to_one_folder(gs, tmp_path):

@@ -30,6 +30,7 @@ from ...checker import lookup
 from ...engines import replay_clock
 from ...engines.cuda import CudaEngine
 from ...errors import GraphsafeError, internal
+from .. import threads
 from ..devices import prepare_engine
 from ..inprocess import run_here
 from ..options import register_profiles
@@ -118,12 +119,13 @@ def child_main(
     env: dict | None,
     clock: replay_clock.Clock | None = None,
 ) -> None:
-    """The child process's entry point (``multiprocessing`` target).  ``env``: the parent's environment,
-    for a child forked from the fork server (whose environment is the server's); ``clock``: where its
+    """The child process's entry point (``multiprocessing`` target).  ``env``: the parent's environment
+    (a forked child's is the server's until then), with the torch threads it should use; ``clock``: where its
     replays are timed for the parent (:mod:`graphsafe.engines.replay_clock`)."""
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
+    threads.apply_from_environment()  # the host's cores shared by the checks at once (set by the parent)
     # Ctrl-C reaches the whole process group: the parent decides what happens to this process
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -147,7 +149,8 @@ def child_main(
             torch.cuda.set_device(device)
         register_profiles()
         _warm_up(ref)
-        conn.send(("ready", os.getpid(), {"time": time.time(), "inherited": _inherited()}))
+        info = {"time": time.time(), "inherited": _inherited(), "threads": torch.get_num_threads()}
+        conn.send(("ready", os.getpid(), info))
         _serve(conn, ref, by_class)
     except KeyboardInterrupt:  # SIGTERM from the parent, after unwinding (temporary report dirs removed)
         code = 128 + signal.SIGTERM

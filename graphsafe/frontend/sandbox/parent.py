@@ -51,6 +51,7 @@ from ...checker import CheckOptions
 from ...engines import replay_clock
 from ...errors import ContextBroken, ContractError, InternalError, ReplayHung, TargetCrashed, TargetTimeout, UsageError
 from ...findings import CheckResult
+from .. import threads
 from ..inprocess import RunOptions, run_here
 from . import server
 from .child import child_main, preload_of
@@ -119,6 +120,7 @@ class Sandbox:
         self.started = 0  # how many child processes this sandbox has started
         self.startups: list[dict[str, Any]] = []
         self.inherited: dict | None = None  # what the current child inherited from the fork server
+        self.threads: int | None = None  # the current child's torch threads (graphsafe.frontend.threads)
         self._clock: replay_clock.Clock | None = None  # the current child's replay clock
 
     def __repr__(self) -> str:
@@ -239,7 +241,7 @@ class Sandbox:
         ctx, how = server.context_for(self.engine, self.method, preload=preload_of(self.target))
         parent, child = ctx.Pipe(duplex=True)
         lifeline, self._lifeline = ctx.Pipe(duplex=False)
-        env = dict(os.environ) if how == "forkserver" else None  # spawned children inherit it anyway
+        env = threads.child_environment(dict(os.environ))  # (a forked child's is the server's until it takes this)
         self._clock = replay_clock.Clock(
             ctx.RawArray("d", replay_clock.NUMBERS), ctx.RawArray("c", replay_clock.PLAN_BYTES)
         )
@@ -279,6 +281,7 @@ class Sandbox:
         how, when = self._launched
         info = msg[2] if len(msg) > 2 and isinstance(msg[2], dict) else {}
         self.inherited = info.get("inherited")
+        self.threads = info.get("threads")
         self.startups.append({"method": how, "seconds": round(float(info.get("time", time.time())) - when, 4)})
         why = server.mismatch(self.inherited, self.engine) if how == "forkserver" else ""
         if why:  # this child is not what a spawned one would be: spawn from now on

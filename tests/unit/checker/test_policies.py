@@ -43,8 +43,8 @@ def test_a_function_gives_the_engines_own_capture_batch_padded_to_the_size():
     assert policy.name.startswith("custom:") and b.num_slots == 4 and b.seq_lens == (5,)
 
 
-def test_unknown_policies_are_usage_errors():
-    with pytest.raises(UsageError, match="unknown capture policy 'best'"):
+def test_unknown_policies_are_usage_errors_that_offer_the_api_a_function_too():
+    with pytest.raises(UsageError, match="unknown capture policy 'best'.*or pass a function size -> Batch"):
         CheckOptions(capture="best")
 
 

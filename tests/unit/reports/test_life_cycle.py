@@ -5,6 +5,8 @@
   atomically, with a note naming each; those whose steps still fail (a search can miss a bug that is
   still there) or cannot be replayed stay, with a note; other engines, other kinds, other targets,
   unreadable directories and checks that never searched leave reports alone;
+* one cause, one report: an old report of the kind and cause of a report this run wrote goes, replaced
+  by it, without a replay; so does one whose replay gives only that kind and cause;
 * re-running: a report that says the same once timings, addresses, the environment and absolute
   paths are ignored is left untouched (bytes and mtimes); a real change rewrites it.
 """
@@ -89,6 +91,54 @@ def test_a_report_whose_steps_still_fail_is_kept_with_a_note(tmp_path, monkeypat
     assert result.notes == [
         f"kept report {os.path.relpath(old)}: not found by this run, but its recorded steps still fail (stale-padding)"
     ]
+
+
+HOST = "host:backend/attn.py in forward"  # one host decision that froze two kernel arguments
+
+
+def test_an_old_report_of_the_cause_of_a_report_this_run_wrote_is_replaced_by_it(tmp_path, monkeypatch, replays):
+    monkeypatch.chdir(tmp_path)
+    root = Path("reports")
+    old = write(FindingKind.FROZEN_HOST_VALUE, root, where="_attn_kernel.MAX_SEQ", cause=HOST)
+    replays.outcome = [make_finding(FindingKind.FROZEN_HOST_VALUE, where="_attn_kernel.MAX_SEQ", cause=HOST)]
+    new = make_finding(FindingKind.FROZEN_HOST_VALUE, where="_attn_kernel.UNIFORM", cause=HOST)  # met first now
+    result = _result(new)
+    write_reports(result, root)
+    assert not old.exists() and Path(new.report_dir).is_dir()
+    assert [p.name for p in (root / "backend.attn_FlashBackend").iterdir()] == [Path(new.report_dir).name]
+    assert replays.calls == []  # the new report speaks for the cause: no replay needed
+    assert result.notes == [
+        f"replaced report {os.path.relpath(old)} by {new.report_dir}: the same cause (frozen-host-value at {HOST})"
+    ]
+
+
+def test_an_old_report_whose_replay_gives_the_cause_of_a_report_this_run_wrote_is_replaced(tmp_path, replays):
+    old = write(FindingKind.FROZEN_HOST_VALUE, tmp_path, cause="host:backend/attn.py:40")  # as named before
+    replays.outcome = [make_finding(FindingKind.FROZEN_HOST_VALUE, where="_attn_kernel.MAX_SEQ", cause=HOST)]
+    new = make_finding(FindingKind.FROZEN_HOST_VALUE, where="_attn_kernel.UNIFORM", cause=HOST)
+    result = _result(new)
+    write_reports(result, tmp_path)
+    assert not old.exists() and Path(new.report_dir).is_dir()
+    assert result.notes == [
+        f"replaced report {display_path(old)} by {display_path(Path(new.report_dir))}: its recorded steps still "
+        "fail, with the same cause"
+    ]
+
+
+def test_an_old_report_of_the_same_cause_but_another_kind_is_judged_by_its_replay(tmp_path, replays):
+    old = write(FindingKind.STALE_PADDING, tmp_path, cause=HOST)
+    replays.outcome = [make_finding(FindingKind.STALE_PADDING)]
+    result = _result(make_finding(FindingKind.FROZEN_HOST_VALUE, cause=HOST))
+    write_reports(result, tmp_path)
+    assert old.is_dir() and replays.calls == [("stale-padding", TARGET, "emulate")]
+
+
+def test_an_old_report_of_another_cause_whose_steps_still_fail_is_kept_beside_this_runs(tmp_path, replays):
+    old = write(FindingKind.FROZEN_HOST_VALUE, tmp_path, cause="host:backend/attn.py in plan")
+    replays.outcome = [make_finding(FindingKind.FROZEN_HOST_VALUE, where="self.elsewhere")]
+    new = make_finding(FindingKind.FROZEN_HOST_VALUE, where="_attn_kernel.UNIFORM", cause=HOST)
+    write_reports(_result(new), tmp_path)
+    assert old.is_dir() and Path(new.report_dir).is_dir()
 
 
 def test_a_kept_report_is_brought_up_to_date_from_its_replay_keeping_its_search_effort(tmp_path, replays):
@@ -226,25 +276,40 @@ def test_a_check_after_the_fix_removes_the_report_of_the_fixed_bug(tmp_path, mon
     ]
 
 
-def test_a_report_the_search_did_not_meet_again_stays_while_its_steps_fail_and_goes_after_the_fix(
-    tmp_path, monkeypatch
-):
-    report = Path(_check_toggle(tmp_path).findings[0].report_dir)
-    # the same bug as another search named it (another place): this run's search will not rewrite it
+def _copy_as(report: Path, where: str, cause: str) -> Path:
+    """A copy of ``report`` as another search would have named its bug (``where``, ``cause``)."""
     other = report.parent / "stale-pointer-0123abcd"
     shutil.copytree(report, other)
     data = json.loads((other / "finding.json").read_text())
-    where = "self.lens (as an earlier search named it)"
     (other / "finding.json").write_text(
-        json.dumps({**data, "where": where, "key": [data["key"][0], data["kind"], where]})
+        json.dumps({**data, "where": where, "cause": cause, "key": [data["key"][0], data["kind"], where]})
     )
+    return other
+
+
+def test_a_check_replaces_the_report_of_the_same_cause_named_at_another_place(tmp_path):
+    report = Path(_check_toggle(tmp_path).findings[0].report_dir)
+    cause = json.loads((report / "finding.json").read_text())["cause"]
+    other = _copy_as(report, "self.lens (as an earlier search named it)", cause=cause)
+    again = _check_toggle(tmp_path)
+    assert report.is_dir() and not other.exists()
+    assert f"replaced report {display_path(other)} by {display_path(report)}" in "\n".join(again.notes)
+
+
+def test_a_report_that_named_the_cause_otherwise_is_replayed_then_replaced_and_all_go_after_the_fix(
+    tmp_path, monkeypatch
+):
+    report = Path(_check_toggle(tmp_path).findings[0].report_dir)
+    # the same bug as an older graphsafe named it (another place, another cause): only its replay tells
+    other = _copy_as(report, "self.lens (as an earlier search named it)", cause="buffer:self.old_lens")
     again = _check_toggle(tmp_path)
     assert again.kinds == {"stale-pointer"} and Path(again.findings[0].report_dir) == report
-    assert other.is_dir()
+    assert not other.exists()
     assert (
-        f"kept report {display_path(other)}: not found by this run, but its recorded steps still fail (stale-pointer)"
-        in again.notes
+        f"replaced report {display_path(other)} by {display_path(report)}: its recorded steps still fail, "
+        "with the same cause" in again.notes
     )
+    _copy_as(report, "self.lens (as an earlier search named it)", cause="buffer:self.old_lens")
     monkeypatch.setattr(Toggle, "BUGGY", False)
     fixed = _check_toggle(tmp_path)
     assert fixed.ok and not report.exists() and not other.exists()
