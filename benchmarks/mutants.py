@@ -107,7 +107,7 @@ def _selected(mid: str, only: list[str] | None) -> bool:
 
 def _judge(row: dict) -> None:
     """``detected``, ``right_kind`` and ``false_on_equivalent`` from the row's truth and per-seed kinds."""
-    per_seed = [set(c.get("kinds") or [f"error:{c.get('error')}"]) if "error" not in c else {f"error:{c['error']}"} for c in row["checks"]]
+    per_seed = [{f"error:{c['error']}"} if "error" in c else set(c["kinds"]) for c in row["checks"]]
     found = [sorted(k) for k in per_seed]
     row["found"] = found
     real = row["truth"].get("truth") == "real"
@@ -133,13 +133,15 @@ def summary(rows: list[dict]) -> dict:
         "equivalent_from_hazard_operators": len([r for r in equivalent if r["expected"] is not None]),
         "no_truth": [r["id"] for r in rows if r["truth"].get("truth") not in ("real", "equivalent")],
         "controls": len(controls),
-        "controls_clean": sum(r["truth"].get("truth") == "equivalent" and not r["false_on_equivalent"] for r in controls),
+        "controls_clean": sum(
+            r["truth"].get("truth") == "equivalent" and not r["false_on_equivalent"] for r in controls
+        ),
         "misses": [
-            {"mutant": r["id"], "expected": r["expected"], "found": r["found"]}
-            for r in real
-            if not r["right_kind"]
+            {"mutant": r["id"], "expected": r["expected"], "found": r["found"]} for r in real if not r["right_kind"]
         ],
-        "false_findings": [{"mutant": r["id"], "found": r["found"]} for r in equivalent + controls if r["false_on_equivalent"]],
+        "false_findings": [
+            {"mutant": r["id"], "found": r["found"]} for r in equivalent + controls if r["false_on_equivalent"]
+        ],
     }
 
 
@@ -170,6 +172,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--out", default=None, help="directory for the JSON (default: $OUT, else benchmarks/results)")
     ap.add_argument("--list", action="store_true", help="list the mutants and stop")
+    ap.add_argument(
+        "--merge", action="store_true", help="keep the rows of other mutants from the result file already there"
+    )
     ap.add_argument("--worker", choices=("profiles", "truth", "check"), help=argparse.SUPPRESS)
     ap.add_argument("--mutant", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -225,17 +230,27 @@ def main() -> None:
     }
     rows: list[dict] = []
     t_all = time.perf_counter()
+    path = Path(a.out or os.environ.get("OUT") or _util.RESULTS) / f"mutants-{a.engine}-{_util.machine_tag()}.json"
+    ids = [p["id"] for p in plan]
+    kept: list[dict] = []
+    if a.merge and path.exists():
+        before = json.loads(path.read_text())
+        kept = [r for r in before["rows"] if r["id"] not in ids]
+        meta["command"] = "; ".join(filter(None, [before.get("command"), command]))
+        meta["wall_s_before"] = before.get("wall_s", 0) + before.get("wall_s_before", 0)
 
     def save() -> None:
-        ordered = sorted(rows, key=lambda r: [p["id"] for p in plan].index(r["id"]))
-        data = {**meta, "machine": _machine(), "wall_s": time.perf_counter() - t_all, "rows": ordered, "summary": summary(ordered)}
-        out = Path(a.out or os.environ.get("OUT") or _util.RESULTS)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"mutants-{a.engine}-{_util.machine_tag()}.json").write_text(json.dumps(data, indent=1))
+        ordered = kept + sorted(rows, key=lambda r: ids.index(r["id"]))
+        data = {**meta, "machine": _machine(), "wall_s": time.perf_counter() - t_all, "rows": ordered}
+        data["summary"] = summary(ordered)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1))
 
     def one(r: dict) -> dict:
         w = [*common, "--profiles", str(pfile), "--mutant", r["id"]]
-        r["truth"] = _run([*w, "--worker", "truth", "--sequences", str(a.sequences), "--steps", str(a.steps)], a.timeout)
+        r["truth"] = _run(
+            [*w, "--worker", "truth", "--sequences", str(a.sequences), "--steps", str(a.steps)], a.timeout
+        )
         r["checks"] = [
             _run([*w, "--worker", "check", "--examples", str(a.examples), "--seed", str(s)], a.timeout) for s in a.seeds
         ]
@@ -249,7 +264,10 @@ def main() -> None:
         for r in pool.map(one, plan):
             rows.append(r)
             save()
-            print(f"{r['id']:70s} {r['truth'].get('truth', r['truth'].get('error'))!s:10s} expected {r['expected']} found {r['found']}", flush=True)
+            print(
+                f"{r['id']:70s} {r['truth'].get('truth', r['truth'].get('error'))!s:10s} expected {r['expected']} found {r['found']}",
+                flush=True,
+            )
     save()
     print(json.dumps(summary(rows), indent=1))
 

@@ -23,7 +23,17 @@ from graphsafe.capture.statewalk import paths_by_storage, storage_key, walk_step
 from graphsafe.capture.statics import static_keys
 from graphsafe.contract import CAPTURE_SEED, Batch, CaptureSpec, Support, Target, capture_prepare
 
-__all__ = ["SUBJECTS", "subject_class", "spec_of", "support_of", "Buffer", "Profile", "profile", "draw_batch", "resolve_steps"]
+__all__ = [
+    "SUBJECTS",
+    "subject_class",
+    "spec_of",
+    "support_of",
+    "Buffer",
+    "Profile",
+    "profile",
+    "draw_batch",
+    "resolve_steps",
+]
 
 #: subject name -> group; the classes are resolved on first use (the stand-ins import their modules then)
 SUBJECTS: dict[str, str] = {

@@ -35,7 +35,12 @@ from .subjects import draw_batch, spec_of, support_of
 __all__ = ["ground_truth", "TOLERANCE", "differs"]
 
 #: dtype -> (rtol, atol) for floats; integers compare exactly
-TOLERANCE = {torch.float64: (1e-9, 1e-9), torch.float32: (1e-5, 1e-5), torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)}
+TOLERANCE = {
+    torch.float64: (1e-9, 1e-9),
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (2e-2, 2e-2),
+}
 
 
 def differs(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -83,7 +88,9 @@ def ground_truth(cls: type, engine: Any, *, sequences: int = 4, steps: int = 5, 
     try:
         g, graphs = _capture(cls, engine)
     except Exception as e:  # noqa: BLE001 - a capture that fails is the mutant's symptom
-        return verdict("real", "capture-failed", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+        return verdict(
+            "real", "capture-failed", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        )
     sizes = sorted(graphs)
     rng = random.Random(seed)
     done = 0
@@ -122,5 +129,7 @@ def ground_truth(cls: type, engine: Any, *, sequences: int = 4, steps: int = 5, 
                         return verdict("real", "output", f"output {j} at sequence {s} step {i} ({pb.short()})", done)
                 for name, t in static_dict(g).items():
                     if differs(t, static_e[name]):
-                        return verdict("real", "static", f"static {name!r} at sequence {s} step {i} ({pb.short()})", done)
+                        return verdict(
+                            "real", "static", f"static {name!r} at sequence {s} step {i} ({pb.short()})", done
+                        )
     return verdict("equivalent", done=done)
