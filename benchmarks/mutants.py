@@ -60,6 +60,12 @@ def _mutant(mid: str, profiles: dict, library: str) -> tuple[type, operators.Ope
 
 # -- workers (run in a subprocess each) ----------------------------------------------------------------------------
 def worker(a: argparse.Namespace) -> dict:
+    if a.worker == "oracle":
+        eng = _engine(a.engine)
+        return {
+            name: {"expected": expected, **truth.ground_truth(cls, eng, sequences=a.sequences, steps=a.steps)}
+            for name, cls, expected in subjects.registered_variants(a.library)
+        }
     if a.worker == "profiles":
         eng = _engine(a.engine)
         return {n: subjects.profile(n, subjects.subject_class(n, a.library), eng).to_dict() for n in a.subjects}
@@ -168,14 +174,20 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per check (and per ground truth)")
     ap.add_argument("--per-op", type=int, default=1, help="buffers per per-buffer operator and subject")
-    ap.add_argument("--sequences", type=int, default=4)
+    ap.add_argument("--sequences", type=int, default=2, help="step sequences per capture policy")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--out", default=None, help="directory for the JSON (default: $OUT, else benchmarks/results)")
     ap.add_argument("--list", action="store_true", help="list the mutants and stop")
     ap.add_argument(
+        "--oracle",
+        action="store_true",
+        help="first run the ground truth on graphsafe's own buggy variants and safe targets (each must come out "
+        "real or equivalent as registered) and keep it in the result file",
+    )
+    ap.add_argument(
         "--merge", action="store_true", help="keep the rows of other mutants from the result file already there"
     )
-    ap.add_argument("--worker", choices=("profiles", "truth", "check"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("profiles", "truth", "check", "oracle"), help=argparse.SUPPRESS)
     ap.add_argument("--mutant", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--profiles", help=argparse.SUPPRESS)
@@ -228,6 +240,14 @@ def main() -> None:
         "truth": {"sequences": a.sequences, "steps": a.steps, "seed": 0},
         "operators": {o.name: {"expected": o.expected, "scope": o.scope, "doc": o.doc} for o in operators.OPERATORS},
     }
+    if a.oracle:
+        oracle = _run([*common, "--worker", "oracle", "--sequences", str(a.sequences), "--steps", str(a.steps)], 3600)
+        oracle.pop("wall", None)
+        meta["oracle"] = oracle
+        wrong = [
+            n for n, r in oracle.items() if isinstance(r, dict) and (r.get("truth") == "real") != bool(r["expected"])
+        ]
+        print(f"oracle: {len(oracle) - len(wrong)} of {len(oracle)} registered targets as registered; wrong: {wrong}")
     rows: list[dict] = []
     t_all = time.perf_counter()
     path = Path(a.out or os.environ.get("OUT") or _util.RESULTS) / f"mutants-{a.engine}-{_util.machine_tag()}.json"
@@ -236,6 +256,8 @@ def main() -> None:
     if a.merge and path.exists():
         before = json.loads(path.read_text())
         kept = [r for r in before["rows"] if r["id"] not in ids]
+        if "oracle" in before and "oracle" not in meta:
+            meta["oracle"] = before["oracle"]
         meta["command"] = "; ".join(filter(None, [before.get("command"), command]))
         meta["wall_s_before"] = before.get("wall_s", 0) + before.get("wall_s_before", 0)
 

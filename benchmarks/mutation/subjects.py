@@ -26,6 +26,7 @@ from graphsafe.contract import CAPTURE_SEED, Batch, CaptureSpec, Support, Target
 __all__ = [
     "SUBJECTS",
     "subject_class",
+    "registered_variants",
     "spec_of",
     "support_of",
     "Buffer",
@@ -36,19 +37,19 @@ __all__ = [
 ]
 
 #: subject name -> group; the classes are resolved on first use (the stand-ins import their modules then)
-SUBJECTS: dict[str, str] = {
-    "triton_mla": "reference",
+SUBJECTS: dict[str, str] = {  # the groups interleaved: a campaign cut short has covered each
     "mla_indexer": "reference",
-    "flex": "reference",
-    "flashmla_lazy": "reference",
-    "flashmla_fp8": "reference",
     "flashinfer:decode": "flashinfer",
-    "flashinfer:decode:tensor_cores": "flashinfer",
-    "flashinfer:prefill": "flashinfer",
-    "flashinfer:mla": "flashinfer",
     "vllm:TRITON_ATTN": "vllm",
+    "flex": "reference",
+    "flashinfer:prefill": "flashinfer",
     "vllm:TRITON_MLA": "vllm",
+    "flashmla_lazy": "reference",
+    "flashinfer:mla": "flashinfer",
     "vllm:FLEX_ATTENTION": "vllm",
+    "flashmla_fp8": "reference",
+    "flashinfer:decode:tensor_cores": "flashinfer",
+    "triton_mla": "reference",
 }
 
 
@@ -72,6 +73,24 @@ def subject_class(name: str, library: str = "standin") -> type:
     else:
         from tests.targets.vllm_standin import STANDIN
     return STANDIN[name]
+
+
+def registered_variants(library: str = "standin") -> list[tuple[str, type, str | None]]:
+    """``(name, class, expected kind or None)`` of every registered target of the subjects' groups, safe and
+    buggy: what the ground truth is validated on."""
+    from graphsafe import reference
+
+    out = [(n, reference.resolve(n), reference.resolve(n).expected) for n in reference.names()]
+    if library == "real":
+        from graphsafe import flashinfer, vllm
+
+        classes = {n: flashinfer.resolve(n) for n in flashinfer.names()} | {n: vllm.resolve(n) for n in vllm.names()}
+    else:
+        from tests.targets.flashinfer_standin import STANDIN as FI
+        from tests.targets.vllm_standin import STANDIN as VL
+
+        classes = {**FI, **VL}
+    return out + [(n, c, getattr(c, "expected", None)) for n, c in classes.items()]
 
 
 def spec_of(cls: type) -> CaptureSpec:
