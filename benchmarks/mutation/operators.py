@@ -53,7 +53,7 @@ def _first(out: Any) -> torch.Tensor:
     return out if isinstance(out, torch.Tensor) else out[0]
 
 
-def _subclass(cls: type, label: str, prepare: Callable | None = None, forward: Callable | None = None, **extra) -> type:
+def _subclass(cls: Any, label: str, prepare: Callable | None = None, forward: Callable | None = None, **extra) -> type:
     """``cls`` with ``prepare(self, batch, parent)`` wrapped around its prepare (and its prepare_capture, when it
     has its own) and ``forward(self, parent)`` around its forward; ``parent`` is the subject's method, bound."""
     ns: dict[str, Any] = {"__module__": __name__, "__qualname__": label, "name": label, "expected": None, **extra}

@@ -123,10 +123,9 @@ def _replayed(cls: type, engine: Any, policy: str, rng: random.Random, sequences
 
     try:
         g, graphs = _capture(cls, engine, policy, rng)
-    except Exception as e:  # noqa: BLE001 - a capture that fails is the mutant's symptom
-        return verdict(
-            "real", "capture-failed", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-        )
+    except Exception as err:  # noqa: BLE001 - a capture that fails is the mutant's symptom
+        text = str(err).splitlines()[0][:200] if str(err) else ""
+        return verdict("real", "capture-failed", f"{type(err).__name__}: {text}")
     sizes = sorted(graphs)
     done = 0
     for s in range(sequences):
