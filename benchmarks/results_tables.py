@@ -513,6 +513,15 @@ def _mutants(d: dict[str, Any]) -> list[Table]:
         f"Equivalent {s['equivalent']}: with a finding {s['false_on_equivalent']}. "
         f"Controls (the subjects themselves) clean: {s['controls_clean']} of {s['controls']}."
     ]
+    oracle = d.get("oracle") or {}
+    if oracle:
+        right = [
+            n for n, r in oracle.items() if isinstance(r, dict) and (r.get("truth") == "real") == bool(r["expected"])
+        ]
+        lines.append(
+            f"The ground truth called {len(right)} of graphsafe's {len(oracle)} registered targets as registered "
+            "(buggy variants real, safe targets equivalent)."
+        )
     if d.get("note"):
         lines.append(d["note"])
     per_op: dict[str, list[int]] = {}
