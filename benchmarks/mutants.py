@@ -187,6 +187,7 @@ def main() -> None:
     ap.add_argument(
         "--merge", action="store_true", help="keep the rows of other mutants from the result file already there"
     )
+    ap.add_argument("--resume", action="store_true", help="--merge, and skip the mutants whose rows are there already")
     ap.add_argument("--worker", choices=("profiles", "truth", "check", "oracle"), help=argparse.SUPPRESS)
     ap.add_argument("--mutant", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -253,9 +254,13 @@ def main() -> None:
     path = Path(a.out or os.environ.get("OUT") or _util.RESULTS) / f"mutants-{a.engine}-{_util.machine_tag()}.json"
     ids = [p["id"] for p in plan]
     kept: list[dict] = []
-    if a.merge and path.exists():
+    if (a.merge or a.resume) and path.exists():
         before = json.loads(path.read_text())
-        kept = [r for r in before["rows"] if r["id"] not in ids]
+        if a.resume:
+            done = {r["id"] for r in before["rows"]}
+            plan = [r for r in plan if r["id"] not in done]
+        rerun = {p["id"] for p in plan}
+        kept = [r for r in before["rows"] if r["id"] not in rerun]
         if "oracle" in before and "oracle" not in meta:
             meta["oracle"] = before["oracle"]
         meta["command"] = "; ".join(filter(None, [before.get("command"), command]))

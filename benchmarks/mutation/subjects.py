@@ -4,7 +4,8 @@ Subjects are graphsafe's safe targets: the fixed reference variants, the FlashIn
 targets, the last two on their CPU stand-ins (``library = "standin"``, the test suite's small classes) unless
 asked for the real library.  A subject's :class:`Profile` lists its buffers by attribute path (the steps
 that reach them, so an operator can read and rebind one on any instance), found generically: every tensor
-reachable from an instance (:mod:`graphsafe.capture.statewalk`), which of them ``prepare()`` writes
+reachable from an instance right after ``setup()`` by a path that still reaches it after capture and
+``prepare()`` (:mod:`graphsafe.capture.statewalk`), which of them ``prepare()`` writes
 (:func:`graphsafe.capture.ledger.prepare_writes`), which the captured graph reads (the capture's recording)
 and which are static (``static()``).  Nothing here is graphsafe's diagnosis.
 """
@@ -194,6 +195,7 @@ def profile(name: str, cls: type, engine: Any) -> Profile:
         with engine.host_memory():
             t.setup(spec, engine.device)
         statics = static_keys(t)
+        at_setup = {path for path, _, _ in walk_steps(t, every_path=True, steps=False)}
         with engine.host_memory():
             capture_prepare(t)(POLICIES["worst"].batch_for(spec, support, size))
         engine.warmup(t.forward, skip_keys=statics)
@@ -215,6 +217,8 @@ def profile(name: str, cls: type, engine: Any) -> Profile:
     for _, path, steps, x in sorted(best.values(), key=lambda v: v[1]):
         if x.numel() == 0 or any(item and not isinstance(k, int) for item, k in steps):
             continue  # (a dict key may hold an object's id: not the same in another process)
+        if path not in at_setup:
+            continue  # made by prepare() or forward() (a wrapper per size): not there for an operator to find
         key = storage_key(x)
         if key in statics or key == 0:
             continue

@@ -15,7 +15,8 @@ Per step: a fresh eager instance is set up, given the graph instance's static te
 unpadded batch and run; then the graph instance is prepared with the padded batch, its floating outputs are
 NaN-filled (graph memory that another graph may have used) and the graph replays.  The live outputs and
 every static tensor are compared (integers exactly, floats within the dtype's tolerance, NaN equal to NaN).
-A mutant is ``real`` when any step differs, its capture fails, its replay raises, or its graph reads memory
+A mutant is ``real`` when any step differs, its capture fails (the pre-screen or the capture itself: the
+setup, ``prepare()`` and warm-up raising make a broken mutant, no verdict), its replay raises, or its graph reads memory
 whose owner freed it since capture (the recording's weak references say so: the emulator keeps a freed buffer's
 bytes, so such a replay may still match; on a GPU the allocator reuses them); else ``equivalent``.
 """
@@ -62,6 +63,10 @@ def _live(target: Any, out: Any, batch: Any) -> tuple[torch.Tensor, ...]:
     return tuple(t.detach().clone() for t in as_outputs(target.live(out, batch)))
 
 
+class _CaptureFailed(Exception):
+    """The engine refused or failed the capture (its cause is the engine's error)."""
+
+
 #: the capture policies graphsafe explores, each replayed here on graphs of its own
 POLICY_NAMES = ("worst", "ascending", "minimal", "drawn")
 
@@ -87,8 +92,11 @@ def _capture(cls: type, engine: Any, policy: str, rng: random.Random) -> tuple[A
             with engine.host_memory():
                 capture_prepare(g)(batch)
             engine.warmup(g.forward, skip_keys=statics)
-            engine.prescreen(g.forward)
-            graph = engine.capture(g.forward, pool=pool)
+            try:
+                engine.prescreen(g.forward)  # (on CUDA: refuses a host sync, as the capture would)
+                graph = engine.capture(g.forward, pool=pool)
+            except Exception as err:  # noqa: BLE001 - a capture that fails is the mutant's symptom
+                raise _CaptureFailed(err) from err
             graph.size = size
             graphs[size] = graph
     return g, graphs
@@ -123,7 +131,8 @@ def _replayed(cls: type, engine: Any, policy: str, rng: random.Random, sequences
 
     try:
         g, graphs = _capture(cls, engine, policy, rng)
-    except Exception as err:  # noqa: BLE001 - a capture that fails is the mutant's symptom
+    except _CaptureFailed as failed:
+        err = failed.__cause__
         text = str(err).splitlines()[0][:200] if str(err) else ""
         return verdict("real", "capture-failed", f"{type(err).__name__}: {text}")
     sizes = sorted(graphs)
@@ -147,8 +156,8 @@ def _replayed(cls: type, engine: Any, policy: str, rng: random.Random, sequences
                 static_e = {k: v.detach().clone() for k, v in static_dict(e).items()}
                 del e, out_e
                 graph = graphs[size]
+                g.prepare(pb)
                 try:
-                    g.prepare(pb)
                     for o in graph.outputs:
                         if o.dtype.is_floating_point:
                             o.fill_(float("nan"))
