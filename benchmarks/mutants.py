@@ -113,6 +113,8 @@ def _selected(mid: str, only: list[str] | None) -> bool:
 
 def _judge(row: dict) -> None:
     """``detected``, ``right_kind`` and ``false_on_equivalent`` from the row's truth and per-seed kinds."""
+    if row["operator"] == "rebind_fresh":  # its kind follows from the ground truth's experiment
+        row["expected"] = operators.by_name("rebind_fresh").expected_for(None, row["truth"])
     per_seed = [{f"error:{c['error']}"} if "error" in c else set(c["kinds"]) for c in row["checks"]]
     found = [sorted(k) for k in per_seed]
     row["found"] = found
@@ -188,6 +190,9 @@ def main() -> None:
         "--merge", action="store_true", help="keep the rows of other mutants from the result file already there"
     )
     ap.add_argument("--resume", action="store_true", help="--merge, and skip the mutants whose rows are there already")
+    ap.add_argument(
+        "--rejudge", action="store_true", help="score the result file's rows again (after a change of the rules)"
+    )
     ap.add_argument("--worker", choices=("profiles", "truth", "check", "oracle"), help=argparse.SUPPRESS)
     ap.add_argument("--mutant", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -203,6 +208,15 @@ def main() -> None:
         print("@@" + json.dumps(out), flush=True)
         return
 
+    if a.rejudge:
+        path = Path(a.out or os.environ.get("OUT") or _util.RESULTS) / f"mutants-{a.engine}-{_util.machine_tag()}.json"
+        data = json.loads(path.read_text())
+        for r in data["rows"]:
+            _judge(r)
+        data["summary"] = summary(data["rows"])
+        path.write_text(json.dumps(data, indent=1))
+        print(json.dumps(data["summary"], indent=1))
+        return
     common = ["--engine", a.engine, "--library", a.library]
     wanted = [s for s in subjects.SUBJECTS if _selected(s, a.only) or any(p.split("|")[0] in s for p in a.only or ())]
     prof = _run([*common, "--worker", "profiles", "--subjects", *wanted], a.timeout)

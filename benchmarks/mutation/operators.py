@@ -6,9 +6,10 @@ buffer of the subject's :class:`~mutation.subjects.Profile`) and a ``make`` that
 Methods wrap the subject's own (``prepare``, its ``prepare_capture`` where it has one, ``forward``), so the
 mutant differs from the subject only in what the operator says.
 
-Where the expected kind depends on the subject it is decided here, from the profile, before anything runs:
-``rebind_fresh`` expects ``stale-pointer`` when the rebound buffer is reachable by that path alone (the old
-tensor is freed), ``unpersisted-metadata`` when another holder keeps it alive.
+Where the expected kind depends on the subject, :meth:`Operator.expected_for` decides it, from the ground truth's
+experiment where there is one: ``rebind_fresh`` expects ``stale-pointer`` when the replayed graph read memory
+freed since capture (nothing else held the old tensor), ``unpersisted-metadata`` when another holder kept it
+alive.  Before the ground truth has run (``--list``) the profile stands in: another path to the same storage.
 """
 
 from __future__ import annotations
@@ -77,9 +78,13 @@ class Operator:
     build: Callable[..., type]
     needs_rebind: bool = False
 
-    def expected_for(self, buf: Buffer | None) -> str | None:
-        if self.name == "rebind_fresh" and buf is not None and buf.shared:
-            return "unpersisted-metadata"
+    def expected_for(self, buf: Buffer | None, truth: dict | None = None) -> str | None:
+        """The kind this operator's mutant of ``buf`` should get; ``truth``: the mutant's ground truth."""
+        if self.name == "rebind_fresh":
+            if truth is not None and truth.get("truth") == "real":
+                return "stale-pointer" if truth.get("symptom") == "reads-freed-memory" else "unpersisted-metadata"
+            if buf is not None and buf.shared:
+                return "unpersisted-metadata"
         return self.expected
 
     def make(self, cls: type, label: str, buf: Buffer | None) -> type:
