@@ -115,7 +115,12 @@ def test_ground_truth_marks_a_forward_that_reads_the_device_on_the_host_real(pro
 
 def judged(truth_kind, expected, kinds_per_seed):
     campaign = importlib.import_module("mutants")
-    row = {"truth": {"truth": truth_kind}, "expected": expected, "checks": [{"kinds": k} for k in kinds_per_seed]}
+    row = {
+        "operator": "lazy_guard",
+        "truth": {"truth": truth_kind},
+        "expected": expected,
+        "checks": [{"kinds": k} for k in kinds_per_seed],
+    }
     campaign._judge(row)
     return row
 
@@ -129,3 +134,9 @@ def test_the_right_kind_is_exactly_the_expected_kind_in_every_seed():
 def test_any_finding_on_an_equivalent_mutant_is_false():
     assert judged("equivalent", None, [[], ["frozen-host-value"]])["false_on_equivalent"]
     assert not judged("equivalent", None, [[], []])["false_on_equivalent"]
+
+
+def test_a_rebound_buffer_expects_stale_pointer_only_where_the_graph_read_freed_memory():
+    op = operators.by_name("rebind_fresh")
+    assert op.expected_for(None, {"truth": "real", "symptom": "reads-freed-memory"}) == "stale-pointer"
+    assert op.expected_for(None, {"truth": "real", "symptom": "output"}) == "unpersisted-metadata"
