@@ -510,6 +510,65 @@ def _vllm(d: dict[str, Any]) -> list[Table]:
     return tables
 
 
+def _mutants(d: dict[str, Any]) -> list[Table]:
+    s = d["summary"]
+    lines = [
+        f"`benchmarks/mutants.py`: {s['mutants']} mutants of graphsafe's safe targets, `{d['engine']}` engine, "
+        f"{d['examples']} examples, seeds {d['seeds']}; ground truth by replay against eager per step. "
+        f"Real {s['real']}: detected {s['detected']}, right kind {s['right_kind']}. "
+        f"Equivalent {s['equivalent']}: with a finding {s['false_on_equivalent']}. "
+        f"Controls (the subjects themselves) clean: {s['controls_clean']} of {s['controls']}."
+    ]
+    oracle = d.get("oracle") or {}
+    if oracle:
+        right = [
+            n for n, r in oracle.items() if isinstance(r, dict) and (r.get("truth") == "real") == bool(r["expected"])
+        ]
+        lines.append(
+            f"The ground truth called {len(right)} of graphsafe's {len(oracle)} registered targets as registered "
+            "(buggy variants real, safe targets equivalent)."
+        )
+    if d.get("note"):
+        lines.append(d["note"])
+    per_op: dict[str, list[int]] = {}
+    for r in d["rows"]:
+        real = r["truth"].get("truth") == "real"
+        c = per_op.setdefault(r["operator"], [0, 0, 0, 0, 0])
+        c[0 if real else 3] += 1
+        c[1] += bool(r.get("detected"))
+        c[2] += bool(r.get("right_kind"))
+        c[4] += bool(r.get("false_on_equivalent"))
+    ops = d.get("operators") or {}
+    by_op = [
+        [f"`{op}`", (ops.get(op) or {}).get("expected") or "none", *[str(x) for x in c]] for op, c in per_op.items()
+    ]
+    header = ["operator", "expected", "real", "detected", "right kind", "equivalent", "with a finding"]
+    tables = [Table("Per operator", header, by_op, lines)]
+    odd = [
+        r
+        for r in d["rows"]
+        if (r["truth"].get("truth") == "real" and not r.get("right_kind"))
+        or r.get("false_on_equivalent")
+        or r["truth"].get("truth") not in ("real", "equivalent")
+    ]
+    rows = [
+        [
+            f"`{r['subject']}`",
+            f"`{r['operator']}`",
+            f"`{r['buffer']}`" if r.get("buffer") else "-",
+            str(r["truth"].get("truth") or r["truth"].get("error")),
+            r["expected"] or "none",
+            " / ".join(", ".join(k) or "none" for k in r.get("found") or []) or "not run",
+            ", ".join(_num(x) for x in r.get("seconds_to_first") or []) or "-",
+            ", ".join(_num(x) for x in r.get("seconds_to_verdict") or []) or "-",
+        ]
+        for r in odd
+    ] or [["(none)", "-", "-", "-", "-", "-", "-", "-"]]
+    header = ["subject", "operator", "buffer", "truth", "expected", "found (per seed)", "s to first", "s to verdict"]
+    tables.append(Table("Misses and false findings", header, rows))
+    return tables
+
+
 #: file-name pattern -> renderer (the first match wins)
 RENDERERS: list[tuple[str, Callable[[dict[str, Any]], list[Table]]]] = [
     (r"detection-.*\.json", _detection),
@@ -522,6 +581,7 @@ RENDERERS: list[tuple[str, Callable[[dict[str, Any]], list[Table]]]] = [
     (r"graph-reader-.*\.json", _graph_reader),
     (r"guard-overhead-.*\.json", _guard_overhead),
     (r"hypothesis-floor-.*\.json", _hypothesis_floor),
+    (r"mutants-.*\.json", _mutants),
     (r"opaque-off-.*\.json", _opaque_off),
     (r"plugin-startup-.*\.json", _plugin_startup),
     (r"scaling-.*\.json", _scaling),
