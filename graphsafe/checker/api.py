@@ -121,18 +121,10 @@ def _session(
 _ERROR_CLASSES: dict[str, type] = {}
 
 
-def _error_class(kind: FindingKind) -> type:
-    """One FindingError subclass per kind: Hypothesis tells distinct failures apart by type."""
-    name = "Finding_" + re.sub(r"\W", "_", kind.value)
-    cls = _ERROR_CLASSES.get(name)
-    if cls is None:
-        cls = _ERROR_CLASSES[name] = type(name, (FindingError,), {})
-    return cls
-
-
-def _symptom_class(key: str) -> type:
-    """One FindingError subclass per symptom (the tensor that differed first): what a search shrinks on."""
-    name = "Symptom_" + re.sub(r"\W", "_", key)
+def _error_class(label: FindingKind | str) -> type:
+    """One FindingError subclass per finding kind, and per symptom (the tensor that differed first, which a search
+    shrinks on): Hypothesis tells distinct failures apart by type."""
+    name = ("Finding_" if isinstance(label, FindingKind) else "Symptom_") + re.sub(r"\W", "_", str(label))
     cls = _ERROR_CLASSES.get(name)
     if cls is None:
         cls = _ERROR_CLASSES[name] = type(name, (FindingError,), {})
@@ -368,11 +360,11 @@ def _search(
                 Progress(counter["n"], counter["planned"], phase.policy.name, tuple(sorted(seen)), stage)
             )
         if isinstance(f, Symptom):
-            raise _symptom_class(f.key)(symptoms.get(f.key))  # shrink on the symptom; its finding comes at the end
+            raise _error_class(f.key)(symptoms.get(f.key))  # shrink on the symptom; its finding comes at the end
         if final and symptom is not None and (f is None or f is runner.diagnosed):
             # the shrunk example's diagnosis, raised as the symptom it was shrunk on; where the shrunk example is
             # no error after all, the first example's diagnosis stands (None: that was none either)
-            raise _symptom_class(symptom.key)(f or symptoms.get(symptom.key))
+            raise _error_class(symptom.key)(f or symptoms.get(symptom.key))
         if f is not None:
             _first_seen(f)
             raise _error_class(f.kind)(f)

@@ -6,12 +6,14 @@ import re
 
 import torch
 
+from ..capture.statewalk import paths_by_storage
 from ..findings import KINDS, Finding, FindingKind
 from . import at_stage
 from .context import StepContext
 from .evidence import Evidence
 from .frozen import diff_launches
-from .repair import Repair, attributed, repair
+from .padding import race
+from .repair import PreReplay, Repair, attributed, repair
 
 __all__ = ["diagnose", "heatmap", "ruled_out"]
 
@@ -37,17 +39,22 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
             continue
         if f.kind in _BUFFER_CLAIMS and f.cause.startswith("buffer:"):
             rep = repaired()
-            if rep.fixed and not _among(f.cause[len("buffer:") :], rep.names):
+            claimed = _claimed(ctx, f.cause[len("buffer:") :])
+            if rep.fixed and claimed and not claimed & rep.differing:
                 ctx.evidence.note(
                     probe.name,
-                    f"named {f.where}, but the replay equals eager once {', '.join(rep.names)} hold what a fresh "
-                    f"instance holds, and {f.where} is not among them",
+                    f"named {f.where}, but it held what every fresh instance holds there, and the replay equals "
+                    f"eager once {', '.join(rep.names)} hold a fresh instance's values",
                 )
                 continue
         if not f.mismatches:
             f.mismatches = ctx.mismatches
         f.heatmap = heat
         return f, probe.name
+    raced = _race(ctx)
+    if raced is not None:  # two replays of this step differ, and agree once the padded rows hold fresh values
+        raced.heatmap = heat
+        return raced, raced.kind.value
     rep = repaired()
     if rep.fixed:  # no probe explains it, but a repaired buffer does: named from that buffer's history
         f = attributed(ctx, rep)
@@ -77,15 +84,39 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
     return f, ""
 
 
+def _race(ctx: StepContext) -> Finding | None:
+    """The race experiment at the diagnosed step (the nondeterministic-replay probe runs it on each example's first
+    step only): replay this step's prepared batch twice from the state the replay started from; when they differ,
+    :func:`~graphsafe.diagnosis.padding.race` asks whether fresh values in the padded rows make them agree."""
+    pre = ctx.before_replay
+    if pre is None:
+        return None
+    after = PreReplay(ctx)
+    try:
+        pre.restore()
+        _, mism = ctx.replay_twice(pre.statics)
+        if not mism:
+            return None
+        pre.restore()
+        found, _ = race(ctx, pre.statics, mism)
+        return found
+    finally:
+        after.restore()
+        ctx.engine.synchronize()
+
+
 #: kinds whose probes name a buffer from its history: the repair experiment must not name another
 _BUFFER_CLAIMS = {FindingKind.LAZY_INIT, FindingKind.UNPERSISTED_METADATA}
 _SLICE = re.compile(r"\[[^\[\]]*\]$")
 
 
-def _among(path: str, names: tuple[str, ...]) -> bool:
-    """Is the buffer at ``path`` (a slice of it) one of the repaired ``names`` (each a comma-separated path list)?"""
+def _claimed(ctx: StepContext, path: str) -> set[int]:
+    """The storages a probe's ``buffer:`` cause names: those at ``path`` (a slice of it) at capture and now."""
     base = _SLICE.sub("", path)
-    return any(_SLICE.sub("", p) == base for n in names for p in n.split(", "))
+    now = paths_by_storage(ctx.session.target)
+    return {
+        k for paths in (ctx.info.paths, now) for k, ps in paths.items() if any(_SLICE.sub("", p) == base for p in ps)
+    }
 
 
 def ruled_out(ctx: StepContext) -> list[str]:

@@ -78,6 +78,9 @@ class Repair:
     #: the rows of the repaired buffer past the live requests (or tokens), given a fresh prepare()'s values alone,
     #: also make the replay right: the padding is the cause
     padding: bool = False
+    #: every buffer whose replayed value differs from some source's fresh value (a buffer outside it held what
+    #: every fresh instance holds: no repair of it can change the replay)
+    differing: frozenset[int] = frozenset()
 
 
 Units = dict[int, list[tuple[torch.Tensor, torch.Tensor]]]  # storage key -> (graph instance's view, fresh value)
@@ -167,18 +170,17 @@ def repair(ctx: StepContext) -> Repair:
         return not ctx.comparator.step(live, ctx.eager_live, static, ctx.eager_static, ctx.batch, ctx.region)
 
     try:
+        ev = ctx.evidence
+        pre.restore()
+        every = {
+            "history": _by_path(ctx, ev.scratch, pre),
+            "read": _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_prepare),
+            "read-forward": _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_forward),
+            "no-history": _by_path(ctx, ev.fresh_scratch, pre),
+        }
+        differing = frozenset(k for units in every.values() for k in units)
         for source in SOURCES:
-            pre.restore()
-            ev = ctx.evidence
-            if source == "history":
-                units = _by_path(ctx, ev.scratch, pre)
-            elif source == "no-history":
-                units = _by_path(ctx, ev.fresh_scratch, pre)
-            else:
-                run = ev.scratch
-                units = _by_read(
-                    ctx, run, pre, run.bytes_after_prepare if source == "read" else run.bytes_after_forward
-                )
+            units = every[source]
             rows = {k: _rows(v) for k, v in units.items()} if source == "no-history" else {}
             keys = sorted(units)
             tried = max(tried, len(keys))
@@ -194,8 +196,8 @@ def repair(ctx: StepContext) -> Repair:
             names = tuple(_name(ctx, k) for k in keys)
             padding = _past_live(ctx, pre, keys[0], trial)
             rows_of = {k: rows[k] for k in keys if k in rows}
-            return Repair(True, tuple(keys), names, source, replays, len(units), rows_of, padding)
-        return Repair(False, replays=replays, tried=tried)
+            return Repair(True, tuple(keys), names, source, replays, len(units), rows_of, padding, differing)
+        return Repair(False, replays=replays, tried=tried, differing=differing)
     finally:
         after.restore()
         ctx.engine.synchronize()

@@ -49,6 +49,7 @@ SETTINGS = {
     "20.0 s",  # the same floor, as an error message prints it
     "50 x",  # the hang timeout's multiple of the longest replay before it
     "1 MiB",  # the smallest allocation the capture-pool check counts
+    "3 seconds",  # how long a check runs before its progress line shows (graphsafe/frontend/console.py)
     "20 minutes",  # CI's stated budget (CONTRIBUTING.md)
 }
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
