@@ -481,9 +481,13 @@ def _conformance(d: dict[str, Any]) -> list[Table]:
 
 
 def _vllm(d: dict[str, Any]) -> list[Table]:
+    """An engine's campaign (``benchmarks/vllm_campaign.py``, ``benchmarks/sglang_campaign.py``): one row per target
+    and engine release."""
+    engine = "sglang" if "sglang" in d else "vllm"
+    name = {"vllm": "vLLM", "sglang": "SGLang"}[engine]
     lines = [
-        f"`benchmarks/vllm_campaign.py`: vLLM's own attention backends and deliberate mistakes in vLLM's real classes, "
-        f"{d['examples']} examples, {d['seeds']} seeds, `{d['capture']}` capture policies, each check isolated."
+        f"`benchmarks/{engine}_campaign.py`: {name}'s own attention backends and deliberate mistakes in {name}'s real "
+        f"classes, {d['examples']} examples, {d['seeds']} seeds, `{d['capture']}` capture policies, each check isolated."
     ]
     rows = []
     for r in d["rows"]:
@@ -491,18 +495,18 @@ def _vllm(d: dict[str, Any]) -> list[Table]:
         rows.append(
             [
                 f"`{r['target']}`",
-                r["vllm"],
+                r[engine],
                 ", ".join(r["expected"]) or "none",
                 " / ".join(found) or "not run",
                 ", ".join(_num(x) for x in r.get("seconds") or []) or "-",
             ]
         )
-    tables = [Table("Findings per seed", ["target", "vLLM", "expected", "found (per seed)", "seconds"], rows, lines)]
+    tables = [Table("Findings per seed", ["target", name, "expected", "found (per seed)", "seconds"], rows, lines)]
     cls = d.get("classification") or {}
     if cls:
         tables.append(
             Table(
-                "Findings on stock backends",
+                "Findings classified by hand",
                 ["backend", "classification"],
                 [[f"`{k}`", _short(v, 160)] for k, v in cls.items()],
             )
@@ -588,6 +592,7 @@ RENDERERS: list[tuple[str, Callable[[dict[str, Any]], list[Table]]]] = [
     (r"state-size-.*\.json", _state_size),
     (r"suite-timeline-.*\.json", _suite_timeline),
     (r"vllm-.*\.json", _vllm),
+    (r"sglang-.*\.json", _vllm),
 ]
 
 

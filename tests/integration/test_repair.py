@@ -30,17 +30,18 @@ def no_probes(monkeypatch):
 
 @pytest.fixture
 def wrong_claim(monkeypatch):
-    """One diagnosis probe, which always blames ``self.seq_lens`` (a buffer this step's prepare() wrote right)."""
+    """One diagnosis probe, which always blames ``self.q`` (a buffer this step's prepare() writes whole, padding zeroed:
+    it holds what every fresh instance holds)."""
 
     def claim(ctx):
         return Finding(
             kind=FindingKind.UNPERSISTED_METADATA,
-            message="blames seq_lens",
-            where="self.seq_lens",
-            cause="buffer:self.seq_lens",
+            message="blames q",
+            where="self.q",
+            cause="buffer:self.q",
         )
 
-    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames seq_lens")
+    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames q")
     monkeypatch.setattr(loop, "at_stage", lambda stage: (probe,))
 
 
@@ -51,7 +52,7 @@ def test_a_difference_a_repaired_buffer_fixes_is_named_with_the_buffer_and_its_w
     assert f.details["writers"] == ["tests/targets/hazards/paged_decode.py:48 in prepare `self.write_inputs(batch)`"]
 
 
-def test_a_repair_of_another_buffer_sets_a_probes_claim_aside(wrong_claim):
+def test_a_claim_on_a_buffer_every_fresh_instance_agrees_with_is_set_aside_for_the_repair(wrong_claim):
     [f] = reproduce(H.paged_decode.PrefixOnlyMetadata).errors
     assert f.where == "self.slot_mapping", f.summary()
 
