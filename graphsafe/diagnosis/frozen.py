@@ -181,3 +181,20 @@ def beyond_bound(ctx: StepContext, live: list, static: dict) -> list[Mismatch]:
         if m is not None:
             out.append(m)
     return out
+
+
+def entry_point(captured: list[Launch], needed: list[Launch]) -> dict | None:
+    """Where a frozen value enters the launches: the first launch, views and bookkeeping ops included, one of whose
+    host values (not a tensor) differs between the capture and an eager run of this batch (the slice
+    ``x[: self.n]`` by a batch-derived int, before the einsum whose tensor shape it changes).  None when the launch
+    sequences do not line up there or no host value differs."""
+    a = [(x.kind, x.name) for x in captured]
+    b = [(x.kind, x.name) for x in needed]
+    sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    for i, j, n in sm.get_matching_blocks():
+        for la, lb in zip(captured[i : i + n], needed[j : j + n]):
+            for name, va in la.args.items():
+                vb = lb.args.get(name)
+                if _scalar(va) and _scalar(vb) and va != vb:
+                    return {"kernel": la.name, "argument": name, "captured": va, "needed": vb, "where": lb.where}
+    return None
