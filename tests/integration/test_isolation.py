@@ -485,9 +485,12 @@ def _assert_broken_run(result: pytest.RunResult, xdist: bool) -> None:
     assert "\n" not in hang
 
     raises = sections[_item("tests.targets.broken:RaisesInSetup")]
-    assert raises.startswith(
-        "tests.targets.broken:RaisesInSetup\ntests.targets.broken:RaisesInSetup on emulate at Support."
-    )
+    # the first line names the kind and the cause (what pytest's short summary shows), then the check's header
+    assert re.match(
+        r"target-error: line:\S*tests/targets/broken\.py:\d+ in setup\n"
+        r"tests\.targets\.broken:RaisesInSetup on emulate at Support\.",
+        raises,
+    ), raises
     assert "target-error: setup(spec, device) raised RuntimeError: setup is broken on purpose" in raises
     assert "Traceback" not in out and "Fatal Python error" not in out
 
