@@ -26,7 +26,7 @@ slots writing into live state: the padding probes name those).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -74,7 +74,6 @@ class Repair:
     source: str = ""  # which of SOURCES gave the values that fixed it
     replays: int = 0
     tried: int = 0  # buffers whose fresh value differed from the replayed one
-    rows: dict[int, tuple[int, int]] = field(default_factory=dict)  # key -> (first, last) differing row (dim 0)
     #: the rows of the repaired buffer past the live requests (or tokens), given a fresh prepare()'s values alone,
     #: also make the replay right: the padding is the cause
     padding: bool = False
@@ -131,18 +130,6 @@ def _by_read(ctx: StepContext, run: ScratchRun, pre: PreReplay, fresh: dict[int,
     return out
 
 
-def _rows(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[int, int]:
-    """(first, last) row along dim 0 where a buffer's views differ from the fresh values."""
-    first, last = 1 << 30, -1
-    for g, fresh in pairs:
-        if g.dim() == 0:
-            return 0, 0
-        bad = (g != fresh).reshape(g.shape[0], -1).any(dim=1).nonzero().reshape(-1)
-        if bad.numel():
-            first, last = min(first, int(bad[0])), max(last, int(bad[-1]))
-    return first, last
-
-
 #: where fresh values come from, in the order tried: the same paths of a fresh instance with the example's history;
 #: what the same launches of that instance read (after its prepare(), then after its forward(): a plan eager writes
 #: inside forward()); the same paths of an instance without history (this step only)
@@ -181,7 +168,6 @@ def repair(ctx: StepContext) -> Repair:
         differing = frozenset(k for units in every.values() for k in units)
         for source in SOURCES:
             units = every[source]
-            rows = {k: _rows(v) for k, v in units.items()} if source == "no-history" else {}
             keys = sorted(units)
             tried = max(tried, len(keys))
             if not keys or not trial(units, keys):
@@ -195,8 +181,7 @@ def repair(ctx: StepContext) -> Repair:
                         keys.remove(k)
             names = tuple(_name(ctx, k) for k in keys)
             padding = _past_live(ctx, pre, keys[0], trial)
-            rows_of = {k: rows[k] for k in keys if k in rows}
-            return Repair(True, tuple(keys), names, source, replays, len(units), rows_of, padding, differing)
+            return Repair(True, tuple(keys), names, source, replays, len(units), padding, differing)
         return Repair(False, replays=replays, tried=tried, differing=differing)
     finally:
         after.restore()
