@@ -94,9 +94,11 @@ def unwritten_rows(ctx, fresh) -> dict[str, tuple[int, int]]:
     }
 
 
-def unwritten_buffers(ctx, fresh) -> list[str]:
-    """Input buffers that prepare left (partly) unwritten, named with the rows (``self.lens[1:2]``)."""
-    return [f"{path}[{first}:{last + 1}]" for path, (first, last) in unwritten_rows(ctx, fresh).items()]
+def unwritten_buffers(ctx, fresh, past: int = 0) -> list[str]:
+    """Input buffers that prepare left (partly) unwritten from row ``past`` on, named with the rows
+    (``self.lens[1:2]``)."""
+    rows = unwritten_rows(ctx, fresh)
+    return [f"{path}[{first}:{last + 1}]" for path, (first, last) in rows.items() if first >= past]
 
 
 def padding_slots(padded) -> str:

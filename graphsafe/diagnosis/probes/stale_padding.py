@@ -5,7 +5,9 @@ and poisoning as the graph instance.  If that reproduces the difference, the gra
 A second eager run of only the failing step on a fresh instance tells the two padding hazards apart:
 
 * it differs too: padded slots break live rows by themselves (seq_len 0 giving NaN through a
-  batch-wide reduction); where the graph is that padded eager run and both are within the output dtype's
+  batch-wide reduction, a padded row writing into a live page), unless the same step *unpadded* on a fresh
+  instance differs as well (then live rows are at fault: no claim; poison prepare() leaves only past the live
+  requests is the padding's either way); where the graph is that padded eager run and both are within the output dtype's
   rounding bound of eager, the padded batch only took another kernel or split (a reduction in another order):
   ``info``, numerics only;
 * it does not: the difference needs the instance's history.  That is stale padding only when padding
@@ -43,12 +45,15 @@ def run(ctx: StepContext) -> Finding | None:
     m = hist_m[0]
     if fresh_m:
         unwritten = unwritten_rows(ctx, ev.fresh_scratch)
-        if unwritten:  # prepare() leaves input rows unwritten: padding only if they all lie past the live requests
-            if any(first < padded.num_reqs for first, _ in unwritten.values()):
-                ev.note(KIND.value, "prepare() leaves live rows of an input unwritten: not the padding")
-                return None  # live rows unwritten: another cause (a planner, metadata written elsewhere)
-        elif ev.scratch_mismatches(ev.fresh_unpadded_scratch):
-            ev.note(KIND.value, "the eager re-run differs from eager unpadded as well: not the padding")
+        # poison prepare() leaves only past the live requests is the padding's, even where the unpadded run reads
+        # it too (a batch-wide reduction over a fixed buffer); else the same step unpadded decides: where it
+        # differs as well, the padding is not the cause (live rows left unwritten and read, a planner), and where it
+        # agrees, poison in live rows was never read (a library kernel's output or workspace, written first)
+        past_only = bool(unwritten) and all(first >= padded.num_reqs for first, _ in unwritten.values())
+        if not past_only and ev.scratch_mismatches(ev.fresh_unpadded_scratch):
+            live = [p for p, (first, _) in unwritten.items() if first < padded.num_reqs]
+            why = f" (prepare() leaves live rows of {', '.join(live[:3])} unwritten)" if live else ""
+            ev.note(KIND.value, f"the eager re-run differs from eager unpadded as well{why}: not the padding")
             return None  # the same step unpadded differs too: not the padding
         msg = (
             f"padding ({slots}) changes live results even without history: {m.tensor} differs "
@@ -65,7 +70,7 @@ def run(ctx: StepContext) -> Finding | None:
                 severity="info",
                 details={"numerics_only": True},
             )
-        stale = unwritten_buffers(ctx, ev.fresh_scratch)
+        stale = unwritten_buffers(ctx, ev.fresh_scratch, past=padded.num_reqs)
         if stale:
             msg += f"; prepare() leaves {', '.join(stale[:4])} unwritten (poisoned) past this batch"
         where = stale[0].split("[")[0] if stale else m.tensor

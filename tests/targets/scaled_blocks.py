@@ -1,0 +1,51 @@
+"""A backend whose graph reads a buffer that ``prepare()`` writes only in part, and never reads the rest.
+
+Each KV block has a dequantisation scale (an fp8 cache's per-block scale, say), kept in the order an allocator that
+hands out blocks from the pool's end would keep them (block ``b`` at row ``num_blocks - 1 - b``).  ``prepare()`` writes the scales of
+the blocks this batch's requests use (and of the null block that padded requests read), leaving the others as they
+were: the graph reads the scale buffer as a whole (one gather), but only at the blocks the block table names.  Poison
+put into the unwritten scales (the diagnosis' fresh instances are poisoned that way) never reaches a result.
+
+* ``ScaledBlocks``: safe.
+* ``ScaledBlocksPadAlias``: padded token rows get the first live token's cache slot, so a padded row writes its
+  (zero) key and value into a live request's newest slot: stale padding, found also on an instance without history.
+  The partly written scale buffer must not turn that into "live rows left unwritten".
+"""
+
+from __future__ import annotations
+
+import torch
+
+from graphsafe import Batch, CaptureSpec
+
+from .hazards.paged_decode import PagedDecode
+
+
+class ScaledBlocks(PagedDecode):
+    """Safe: per-block scales written for the blocks in use; the others are never read."""
+
+    def setup(self, spec: CaptureSpec, device) -> None:
+        super().setup(spec, device)
+        self.block_scale = torch.ones(spec.num_blocks, dtype=torch.float32, device=self.device)
+
+    def write_metadata(self, batch: Batch) -> None:
+        super().write_metadata(batch)
+        used = sorted({0, *(b for row in batch.block_table for b in row)})  # the null block: padded requests
+        idx = torch.tensor(used, dtype=torch.long)
+        rows = (self.spec.num_blocks - 1 - idx).to(self.device)
+        self.block_scale.index_copy_(0, rows, (1.0 + 0.125 * (idx % 3)).float().to(self.device))
+
+    def gather_kv(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        k, v = super().gather_kv(n)
+        rows = self.spec.num_blocks - 1 - self.block_table[:n].long()
+        scale = self.block_scale[rows].repeat_interleave(self.bs, dim=1)[:, :, None, None]
+        return k * scale, v * scale
+
+
+class ScaledBlocksPadAlias(ScaledBlocks):
+    """Buggy: padded token rows write into the first live token's slot."""
+
+    def write_slots(self, batch: Batch) -> None:
+        super().write_slots(batch)
+        n = batch.num_tokens
+        self.slot_mapping[n:].copy_(self.slot_mapping[:1].expand(self.max_tokens - n))  # BUG: padding aliases row 0
