@@ -11,11 +11,19 @@ import torch
 
 from ..capture.compare import compare
 from ..engines.recording import Launch, TensorArg
-from ..findings import Mismatch
+from ..findings import Finding, FindingKind, Mismatch
 from .context import StepContext
-from .graph_evidence import graph_evidence, unseen_kernels
+from .graph_evidence import graph_evidence, recaptured_replays_as_eager, unseen_kernels
 
-__all__ = ["numerics_bound", "beyond_bound", "diff_launches", "frozen_values", "host_decision", "concerns"]
+__all__ = [
+    "numerics_bound",
+    "beyond_bound",
+    "diff_launches",
+    "frozen_values",
+    "frozen_by_recapture",
+    "host_decision",
+    "concerns",
+]
 
 #: relative resolution of each output dtype: one unit in the last place, relative
 _RESOLUTION = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10, torch.float64: 2.0**-40}
@@ -198,3 +206,60 @@ def entry_point(captured: list[Launch], needed: list[Launch]) -> dict | None:
                 if _scalar(va) and _scalar(vb) and va != vb:
                     return {"kernel": la.name, "argument": name, "captured": va, "needed": vb, "where": lb.where}
     return None
+
+
+def frozen_by_recapture(ctx: StepContext) -> Finding | None:
+    """The re-capture experiment, for a difference that no probe explains and no repaired buffer fixes: a graph
+    captured for this batch (a fresh instance, captured as the session captures) replays as eager does, and its
+    recorded launches differ from the replayed graph's: what the replayed graph froze is the cause.  The launch diff
+    needs no control here (an eager run of the capture batch is one; a planner the capture skips defeats it): both
+    sides are captures of one graph size.  ``info`` (numerics only) where the replayed graph is within the output
+    dtype's bound of eager and the tolerance is not bitwise.  None when the re-capture does not replay right or
+    launches what the replayed graph does."""
+    if not recaptured_replays_as_eager(ctx):
+        return None
+    diffs = diff_launches(ctx.info.launches, ctx.evidence.memo.get("recaptured_launches") or [])
+    if not diffs:
+        return None
+    d = diffs[0]
+    if d["kind"] == "branch":
+        msg = (
+            f"the graph froze a branch: it launches {d['captured']} where a capture of this batch launches "
+            f"{d['needed']} (at {d['where']})"
+        )
+        where = f"{d['kernel']} <launch sequence>"
+    else:
+        msg = (
+            f"{d['kernel']} {d['argument']}: captured {d['captured']}, a capture of this batch holds {d['needed']} "
+            f"(at {d['where']})"
+        )
+        where = f"{d['kernel']}.{d['argument']}"
+    if len(diffs) > 1:
+        msg += f"; {len(diffs) - 1} more frozen value(s): " + ", ".join(
+            f"{x['kernel']}.{x['argument']}" for x in diffs[1:4]
+        )
+    m = ctx.mismatches[0]
+    msg += (
+        f"; {m.tensor} differs from eager ({m.count}/{m.total}, max abs {m.max_abs:.3g}), no repair of the buffers the "
+        "graph reads fixes the replay, and a graph captured for this batch replays as eager does"
+    )
+    severity = "error"
+    if not ctx.comparator.tolerance.bitwise and not beyond_bound(ctx, ctx.graph_live, ctx.graph_static):
+        severity = "info"
+        msg += (
+            f"; numerics only: the replayed graph differs from eager by at most {m.max_abs:.3g} in {m.tensor}, within "
+            "the output dtype's resolution (or TF32 rounding for fp32 on a GPU); use Tolerance(bitwise=True) where "
+            "results must be batch-invariant"
+        )
+    return Finding(
+        kind=FindingKind.FROZEN_HOST_VALUE,
+        message=msg,
+        where=where,
+        mismatches=ctx.mismatches,
+        cause="host:" + host_decision(d["where"]),
+        severity=severity,
+        details={
+            "diffs": [{k: v for k, v in x.items() if k not in ("value", "chunks")} for x in diffs[:10]],
+            "seen_in": "recapture",
+        },
+    )

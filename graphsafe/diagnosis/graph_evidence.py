@@ -118,7 +118,8 @@ def recaptured_replays_as_eager(ctx: StepContext) -> bool | None:
     """The re-capture experiment, on either engine: does a graph captured for this step's batch (a fresh instance,
     prepared, rehearsed and captured as the session captures) replay, at the end of this example's steps, as the
     eager reference did?  Then whatever the replaying graph froze differently (a branch, a split count) is the
-    whole difference.  None when this batch cannot be captured or replayed (no proof).  Once per failing step."""
+    whole difference.  None when this batch cannot be captured or replayed (no proof).  Once per failing step; the
+    re-capture's recorded launches are kept in the evidence's memo (``recaptured_launches``)."""
     ev = ctx.evidence
     if ev is None:
         return None
@@ -132,6 +133,7 @@ def recaptured_replays_as_eager(ctx: StepContext) -> bool | None:
             call_target("forward() [diagnosis]", eng.rehearse, inst.forward)
             eng.prescreen(inst.forward)
             graph = eng.capture(inst.forward, pool=eng.new_pool())
+            ev.memo["recaptured_launches"] = list(graph.recording.launches)
             ev.memo["recaptured"] = _replays_as_eager(ctx, inst, graph, statics)
         except Exception:  # noqa: BLE001 - the proof is optional: a batch this target cannot capture gives none
             ev.memo["recaptured"] = None

@@ -11,7 +11,7 @@ from ..findings import KINDS, Finding, FindingKind
 from . import at_stage
 from .context import StepContext
 from .evidence import Evidence
-from .frozen import diff_launches
+from .frozen import diff_launches, frozen_by_recapture
 from .padding import race
 from .repair import PreReplay, Repair, attributed, repair
 
@@ -60,6 +60,10 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
         f = attributed(ctx, rep)
         f.heatmap = heat
         return f, f.kind.value
+    frozen = frozen_by_recapture(ctx)  # no repair helps, but this batch's own graph replays right: what it froze
+    if frozen is not None:
+        frozen.heatmap = heat
+        return frozen, frozen.kind.value
     m = ctx.mismatches[0]
     looked = ruled_out(ctx)
     if rep.tried:
