@@ -13,7 +13,7 @@ from .context import StepContext
 from .evidence import Evidence
 from .frozen import diff_launches, frozen_by_recapture
 from .padding import race
-from .repair import PreReplay, Repair, attributed, repair
+from .repair import PreReplay, Repair, attributed, inert, repair
 
 __all__ = ["diagnose", "heatmap", "ruled_out"]
 
@@ -45,6 +45,13 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
                     probe.name,
                     f"named {f.where}, but it held what every fresh instance holds there, and the replay equals "
                     f"eager once {', '.join(rep.names)} hold a fresh instance's values",
+                )
+                continue
+            if not rep.fixed and inert(ctx, claimed):
+                ctx.evidence.note(
+                    probe.name,
+                    f"named {f.where}, but the replay comes out the same bit for bit with a fresh instance's values "
+                    "there (or it held them already)",
                 )
                 continue
         if not f.mismatches:

@@ -10,12 +10,14 @@ argument (after its ``prepare()``, then as its ``forward()`` left it: a plan eag
 what an instance without history holds (this step only).  The smallest set of buffers whose repair makes the
 replay equal eager is the cause.
 
-What the experiment proves is used twice:
+What the experiment proves is used three times:
 
 * a probe that names a buffer (``buffer:`` causes of ``lazy-init`` and ``unpersisted-metadata``) when a repair of
   *other* buffers fixes the replay names the wrong one: its claim is set aside, with the repair as the reason;
 * a difference no probe explains, fixed by a repair, is named from the repaired buffer's history
-  (:func:`attributed`) instead of a ``replay-mismatch``.
+  (:func:`attributed`) instead of a ``replay-mismatch``;
+* when no repair fixes the replay, a probe's claimed buffer whose fresh values change nothing in it
+  (:func:`inert`) is no cause either: its claim is set aside.
 
 What it cannot do: put a value back into memory no attribute path reaches any more (a rebound buffer's old
 storage: ``stale-pointer`` and ``unpersisted-metadata`` name those), repair a value the graph froze (a scalar, a
@@ -41,7 +43,7 @@ from .context import StepContext
 from .evidence import ScratchRun, warmup_wrote_last
 from .writers import trace_writes
 
-__all__ = ["PreReplay", "Repair", "repair", "attributed"]
+__all__ = ["PreReplay", "Repair", "repair", "attributed", "inert"]
 
 #: at most this many buffers are tried one by one; past it only the whole set (then nothing is named)
 MAX_SINGLE = 24
@@ -61,6 +63,56 @@ class PreReplay:
         for k, t in self.tensors.items():
             byte_view(t).copy_(self.bytes[k])
         self.statics.restore()
+
+
+def _bitwise(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(byte_view(a), byte_view(b))
+
+
+def inert(ctx: StepContext, keys: set[int]) -> bool:
+    """Does a probe's claimed buffer (storages ``keys``) leave the replay as it is, whatever fresh value it holds?
+
+    The claim experiment, for a difference no repair fixes: the graph replays from the state before this step's
+    replay with nothing repaired (the baseline), then with each source's fresh value in the claimed buffers alone
+    (:data:`SOURCES`); the claim is inert when every such replay gives the baseline's live rows and static state bit
+    for bit, or when no source holds anything else there (the buffer held what every fresh instance holds).  False
+    (the claim stands) when a claimed storage is not one the replay reads through an attribute path (a rebound
+    buffer's old storage: no repair can reach it), or the baseline replay does not repeat itself (a race)."""
+    pre: PreReplay | None = ctx.before_replay
+    ev = ctx.evidence
+    if pre is None or ev is None or not keys or not keys <= set(pre.tensors):
+        return False
+    after = PreReplay(ctx)
+
+    def replay(units: Units | None = None) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+        pre.restore()
+        for k in keys:
+            for dst, src in (units or {}).get(k, []):
+                dst.copy_(src)
+        live = ctx.replay_live()
+        return live, {n: t.clone() for n, t in static_dict(ctx.session.target).items()}
+
+    def same(x, y) -> bool:
+        return all(_bitwise(a, b) for a, b in zip(x[0], y[0])) and all(_bitwise(x[1][n], y[1][n]) for n in x[1])
+
+    try:
+        pre.restore()
+        every = (
+            _by_path(ctx, ev.scratch, pre),
+            _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_prepare),
+            _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_forward),
+            _by_path(ctx, ev.fresh_scratch, pre),
+        )
+        tried = [units for units in every if keys & set(units)]
+        if not tried:
+            return True  # the claimed buffers held what every fresh instance holds there
+        base = replay()
+        if not same(base, replay()):
+            return False  # the replay does not repeat itself: nothing to compare against
+        return all(same(base, replay(units)) for units in tried)
+    finally:
+        after.restore()
+        ctx.engine.synchronize()
 
 
 @dataclass

@@ -21,3 +21,13 @@ def test_padded_rows_aliasing_a_live_slot_are_stale_padding_despite_unwritten_ro
     result = check(T.ScaledBlocksPadAlias)
     assert result.kinds == {"stale-padding"}, result.summary()
     assert all("unwritten" not in f.message for f in result.errors), result.summary()
+
+
+def test_padded_requests_keeping_an_earlier_batchs_scale_only_their_own_rows_use_is_safe():
+    result = check(T.ScaledRequests)
+    assert result.ok and not result.findings, result.summary()
+
+
+def test_that_backend_with_padded_rows_aliasing_a_live_slot_is_stale_padding():
+    result = check(T.ScaledRequestsPadAlias)
+    assert result.kinds == {"stale-padding"}, result.summary()

@@ -13,6 +13,7 @@ from graphsafe import Batch
 from graphsafe.diagnosis import Probe, loop
 from graphsafe.findings import Finding, FindingKind
 from tests.targets import hazards as H
+from tests.targets import scaled_blocks as T
 
 TABLE = ((1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11, 12))
 #: three live requests in the worst-case graph of four slots, after the capture's larger batch
@@ -65,3 +66,20 @@ def test_a_frozen_value_no_repair_fixes_is_named_by_recapture_without_any_probe(
     [f] = r.errors
     assert f.kind.value == "frozen-host-value", f.summary()
     assert f.details["seen_in"] == "recapture" and "no repair of the buffers" in f.message, f.summary()
+
+
+@pytest.fixture
+def inert_claim_first(monkeypatch):
+    """The probe that always blames ``self.q``, then the real stale-padding probe."""
+    padding = next(p for p in loop.at_stage("diagnosis") if p.name == "stale-padding")
+
+    def claim(ctx):
+        return Finding(kind=FindingKind.UNPERSISTED_METADATA, message="blames q", where="self.q", cause="buffer:self.q")
+
+    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames q")
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (probe, padding))
+
+
+def test_when_no_repair_fixes_the_replay_a_claim_on_a_buffer_that_changes_nothing_is_set_aside(inert_claim_first):
+    r = graphsafe.check(T.ScaledBlocksPadAlias, engine="emulate", examples=10, seed=0, database=False, isolate="none")
+    assert r.kinds == {"stale-padding"}, r.summary()

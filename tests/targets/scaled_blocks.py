@@ -1,12 +1,14 @@
 """A backend whose graph reads a buffer that ``prepare()`` writes only in part, and never reads the rest.
 
 Each KV block has a dequantisation scale (an fp8 cache's per-block scale, say), kept in the order an allocator that
-hands out blocks from the pool's end would keep them (block ``b`` at row ``num_blocks - 1 - b``).  ``prepare()`` writes the scales of
-the blocks this batch's requests use (and of the null block that padded requests read), leaving the others as they
-were: the graph reads the scale buffer as a whole (one gather), but only at the blocks the block table names.  Poison
+hands out blocks from the pool's end would keep them (block ``b`` at row ``num_blocks - 1 - b``).  ``prepare()``
+writes the scales of the blocks this batch's requests use (and of the null block that padded requests read), leaving
+the others as they were: the graph reads the scale buffer as a whole (one gather), but only at the blocks the block table names.  Poison
 put into the unwritten scales (the diagnosis' fresh instances are poisoned that way) never reaches a result.
 
 * ``ScaledBlocks``: safe.
+* ``ScaledRequests``: safe: a per-request scale whose padded rows keep an earlier batch's values (only padded outputs
+  use them); ``ScaledRequestsPadAlias`` its buggy twin.
 * ``ScaledBlocksPadAlias``: padded token rows get the first live token's cache slot, so a padded row writes its
   (zero) key and value into a live request's newest slot: stale padding, found also on an instance without history.
   The partly written scale buffer must not turn that into "live rows left unwritten".
@@ -42,10 +44,35 @@ class ScaledBlocks(PagedDecode):
         return k * scale, v * scale
 
 
-class ScaledBlocksPadAlias(ScaledBlocks):
-    """Buggy: padded token rows write into the first live token's slot."""
-
+class _PadAlias:
     def write_slots(self, batch: Batch) -> None:
         super().write_slots(batch)
         n = batch.num_tokens
         self.slot_mapping[n:].copy_(self.slot_mapping[:1].expand(self.max_tokens - n))  # BUG: padding aliases row 0
+
+
+class ScaledBlocksPadAlias(_PadAlias, ScaledBlocks):
+    """Buggy: padded token rows write into the first live token's slot."""
+
+
+class ScaledRequests(PagedDecode):
+    """Safe: a per-request output scale written for the live requests only; padded requests' rows keep an earlier
+    batch's scales, which only the padded rows' outputs (never compared, never stored) use."""
+
+    def setup(self, spec: CaptureSpec, device) -> None:
+        super().setup(spec, device)
+        self.req_scale = torch.ones(spec.max_reqs, dtype=torch.float32, device=self.device)
+
+    def write_metadata(self, batch: Batch) -> None:
+        super().write_metadata(batch)
+        n = batch.num_reqs
+        vals = torch.tensor([1.0 + 0.25 * (s % 4) for s in batch.seq_lens], dtype=torch.float32)
+        self.req_scale[:n].copy_(vals.to(self.device))
+
+    def forward(self):
+        out = super().forward()
+        return out * self.req_scale[: self.num_slots, None]
+
+
+class ScaledRequestsPadAlias(_PadAlias, ScaledRequests):
+    """Buggy: padded token rows write into the first live token's slot (as :class:`ScaledBlocksPadAlias`)."""
