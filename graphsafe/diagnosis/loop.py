@@ -27,6 +27,12 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
     ctx.evidence = Evidence(ctx)
     heat = heatmap(ctx)
     experiment: list[Repair] = []  # the repair experiment, run once when first needed
+    # two replays of this step that differ make every claim read off one replay unsafe: the race experiment first
+    # (the nondeterministic-replay probe runs it on each example's first step only)
+    raced = _race(ctx)
+    if raced is not None:  # they agree once the padded rows hold fresh values, or the padding aliases live rows
+        raced.heatmap = heat
+        return raced, raced.kind.value
 
     def repaired() -> Repair:
         if not experiment:
@@ -51,17 +57,13 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
                 ctx.evidence.note(
                     probe.name,
                     f"named {f.where}, but the replay comes out the same bit for bit with a fresh instance's values "
-                    "there (or it held them already)",
+                    "there",
                 )
                 continue
         if not f.mismatches:
             f.mismatches = ctx.mismatches
         f.heatmap = heat
         return f, probe.name
-    raced = _race(ctx)
-    if raced is not None:  # two replays of this step differ, and agree once the padded rows hold fresh values
-        raced.heatmap = heat
-        return raced, raced.kind.value
     rep = repaired()
     if rep.fixed:  # no probe explains it, but a repaired buffer does: named from that buffer's history
         f = attributed(ctx, rep)
@@ -97,8 +99,9 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
 
 def _race(ctx: StepContext) -> Finding | None:
     """The race experiment at the diagnosed step (the nondeterministic-replay probe runs it on each example's first
-    step only): replay this step's prepared batch twice from the state the replay started from; when they differ,
-    :func:`~graphsafe.diagnosis.padding.race` asks whether fresh values in the padded rows make them agree."""
+    step only), before any probe: replay this step's prepared batch twice from the state the replay started from; when
+    they differ, :func:`~graphsafe.diagnosis.padding.race` asks whether fresh values in the padded rows make them
+    agree."""
     pre = ctx.before_replay
     if pre is None:
         return None

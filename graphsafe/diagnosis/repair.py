@@ -75,9 +75,10 @@ def inert(ctx: StepContext, keys: set[int]) -> bool:
     The claim experiment, for a difference no repair fixes: the graph replays from the state before this step's
     replay with nothing repaired (the baseline), then with each source's fresh value in the claimed buffers alone
     (:data:`SOURCES`); the claim is inert when every such replay gives the baseline's live rows and static state bit
-    for bit, or when no source holds anything else there (the buffer held what every fresh instance holds).  False
-    (the claim stands) when a claimed storage is not one the replay reads through an attribute path (a rebound
-    buffer's old storage: no repair can reach it), or the baseline replay does not repeat itself (a race)."""
+    for bit.  False (the claim stands) when no source holds anything else there (no experiment to run: a workspace
+    every instance shares by design holds the same bytes in all of them), when a claimed storage is not one the
+    replay reads through an attribute path (a rebound buffer's old storage: no repair can reach it), or when the
+    baseline replay does not repeat itself (a race)."""
     pre: PreReplay | None = ctx.before_replay
     ev = ctx.evidence
     if pre is None or ev is None or not keys or not keys <= set(pre.tensors):
@@ -104,8 +105,8 @@ def inert(ctx: StepContext, keys: set[int]) -> bool:
             _by_path(ctx, ev.fresh_scratch, pre),
         )
         tried = [units for units in every if keys & set(units)]
-        if not tried:
-            return True  # the claimed buffers held what every fresh instance holds there
+        if not tried:  # every fresh instance holds the same there: no experiment (a buffer shared by design is so
+            return False  # in every instance, and a probe may still prove it the cause, as two writers of one plan)
         base = replay()
         if not same(base, replay()):
             return False  # the replay does not repeat itself: nothing to compare against

@@ -1,6 +1,7 @@
 """A race through padded rows: two replays of one batch differ because padded rows write into live slots.
 When the padded rows hold an earlier batch's values (they agree once a fresh prepare()'s values are put there),
-the finding is stale-padding, naming the buffer; a race fresh padding has too stays nondeterministic-replay."""
+the finding is stale-padding, naming the buffer; a race fresh padding has too, or one between live rows, stays
+nondeterministic-replay."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import torch
 
 import graphsafe
 from graphsafe import Batch
-from tests.targets.races import RacyCache, RacyCacheSharedSlot, RacyCacheStaleSlots, RacyCacheStaleSlotsCounted
+from tests.targets.races import (
+    RacyCache,
+    RacyCacheLiveCollision,
+    RacyCacheSharedSlot,
+    RacyCacheStaleSlots,
+    RacyCacheStaleSlotsCounted,
+)
 
 #: the graph captured on 8 requests of 4 tokens (blocks 1..8); the step's 4 requests own blocks 5..8, so the
 #: padded rows 16..31, left with the capture's slots, aim at the 16 slots its live rows write
@@ -41,6 +48,12 @@ def test_a_race_that_fresh_padding_has_too_stays_nondeterministic_replay():
     r = reproduce(RacyCacheSharedSlot)
     assert [f.kind.value for f in r.findings] == ["nondeterministic-replay"]
     assert "not stale padding: no input a recorded launch reads differs from a fresh prepare()" in r.findings[0].message
+
+
+def test_a_race_between_live_rows_stays_nondeterministic_replay():
+    r = reproduce(RacyCacheLiveCollision)
+    assert [f.kind.value for f in r.findings] == ["nondeterministic-replay"], r.summary()
+    assert "not stale padding" in r.findings[0].message
 
 
 def test_the_same_cache_with_its_padding_in_the_null_block_passes():

@@ -70,13 +70,19 @@ def test_a_frozen_value_no_repair_fixes_is_named_by_recapture_without_any_probe(
 
 @pytest.fixture
 def inert_claim_first(monkeypatch):
-    """The probe that always blames ``self.q``, then the real stale-padding probe."""
+    """A probe that always blames ``self.block_scale`` (whose rows for blocks no request uses hold other values than a
+    fresh instance's, and are never read), then the real stale-padding probe."""
     padding = next(p for p in loop.at_stage("diagnosis") if p.name == "stale-padding")
 
     def claim(ctx):
-        return Finding(kind=FindingKind.UNPERSISTED_METADATA, message="blames q", where="self.q", cause="buffer:self.q")
+        return Finding(
+            kind=FindingKind.UNPERSISTED_METADATA,
+            message="blames the scales",
+            where="self.block_scale",
+            cause="buffer:self.block_scale",
+        )
 
-    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames q")
+    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames the scales")
     monkeypatch.setattr(loop, "at_stage", lambda stage: (probe, padding))
 
 

@@ -12,6 +12,8 @@ twice keeps either value, and two replays of one batch can differ, exactly when 
   through it: still stale-padding.
 * ``RacyCacheSharedSlot``: padded row ``n + j`` writes into live token ``j``'s slot on every batch, fresh instance
   or not: a race that is not the padding's history, so nondeterministic-replay.
+* ``RacyCacheLiveCollision``: the last two live tokens share a slot (padding harmless): a race in live rows,
+  nondeterministic-replay.
 """
 
 from __future__ import annotations
@@ -72,3 +74,15 @@ class RacyCacheStaleSlotsCounted(RacyCacheStaleSlots):
         super().forward()
         self.out.add_(self.calls.clamp(max=0))  # read, adds 0
         return self.out
+
+
+class RacyCacheLiveCollision(RacyCache):
+    """Buggy: the last live token is given the slot of the one before it (padding goes to the null block)."""
+
+    expected = "nondeterministic-replay"
+
+    def prepare(self, batch):
+        super().prepare(batch)
+        n = batch.num_tokens
+        if n > 1:
+            self.slots[n - 1] = self.slots[n - 2]  # BUG: two live rows, one slot
