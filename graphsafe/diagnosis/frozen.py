@@ -21,6 +21,7 @@ __all__ = [
     "diff_launches",
     "frozen_values",
     "frozen_by_recapture",
+    "branch_against_capture",
     "host_decision",
     "concerns",
 ]
@@ -208,6 +209,14 @@ def entry_point(captured: list[Launch], needed: list[Launch]) -> dict | None:
     return None
 
 
+def branch_against_capture(d: dict) -> str:
+    """A frozen branch (a ``branch`` diff) seen against a capture of this batch, in words."""
+    return (
+        f"the graph froze a branch: it launches {d['captured']} where a capture of this batch launches "
+        f"{d['needed']} (at {d['where']})"
+    )
+
+
 def frozen_by_recapture(ctx: StepContext) -> Finding | None:
     """The re-capture experiment, for a difference that no probe explains and no repaired buffer fixes: a graph
     captured for this batch (a fresh instance, captured as the session captures) replays as eager does, and its
@@ -223,11 +232,7 @@ def frozen_by_recapture(ctx: StepContext) -> Finding | None:
         return None
     d = diffs[0]
     if d["kind"] == "branch":
-        msg = (
-            f"the graph froze a branch: it launches {d['captured']} where a capture of this batch launches "
-            f"{d['needed']} (at {d['where']})"
-        )
-        where = f"{d['kernel']} <launch sequence>"
+        msg, where = branch_against_capture(d), f"{d['kernel']} <launch sequence>"
     else:
         msg = (
             f"{d['kernel']} {d['argument']}: captured {d['captured']}, a capture of this batch holds {d['needed']} "

@@ -80,8 +80,7 @@ def inert(ctx: StepContext, keys: set[int]) -> bool:
     replay reads through an attribute path (a rebound buffer's old storage: no repair can reach it), or when the
     baseline replay does not repeat itself (a race)."""
     pre: PreReplay | None = ctx.before_replay
-    ev = ctx.evidence
-    if pre is None or ev is None or not keys or not keys <= set(pre.tensors):
+    if pre is None or ctx.evidence is None or not keys or not keys <= set(pre.tensors):
         return False
     after = PreReplay(ctx)
 
@@ -97,14 +96,7 @@ def inert(ctx: StepContext, keys: set[int]) -> bool:
         return all(_bitwise(a, b) for a, b in zip(x[0], y[0])) and all(_bitwise(x[1][n], y[1][n]) for n in x[1])
 
     try:
-        pre.restore()
-        every = (
-            _by_path(ctx, ev.scratch, pre),
-            _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_prepare),
-            _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_forward),
-            _by_path(ctx, ev.fresh_scratch, pre),
-        )
-        tried = [units for units in every if keys & set(units)]
+        tried = [units for units in _fresh_values(ctx, pre).values() if keys & set(units)]
         if not tried:  # every fresh instance holds the same there: no experiment (a buffer shared by design is so
             return False  # in every instance, and a probe may still prove it the cause, as two writers of one plan)
         base = replay()
@@ -189,6 +181,19 @@ def _by_read(ctx: StepContext, run: ScratchRun, pre: PreReplay, fresh: dict[int,
 SOURCES = ("history", "read", "read-forward", "no-history")
 
 
+def _fresh_values(ctx: StepContext, pre: PreReplay) -> dict[str, Units]:
+    """Each source's fresh values (:data:`SOURCES`) for the buffers the graph reads, where they differ from what the
+    replay read (``pre`` restored first)."""
+    ev = ctx.evidence
+    pre.restore()
+    return {
+        "history": _by_path(ctx, ev.scratch, pre),
+        "read": _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_prepare),
+        "read-forward": _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_forward),
+        "no-history": _by_path(ctx, ev.fresh_scratch, pre),
+    }
+
+
 def repair(ctx: StepContext) -> Repair:
     """Run the experiment (module docstring) on a step whose replay differed; the graph instance's state is given
     back as the replay left it.  Needs the step's :class:`PreReplay` (``ctx.before_replay``)."""
@@ -210,14 +215,7 @@ def repair(ctx: StepContext) -> Repair:
         return not ctx.comparator.step(live, ctx.eager_live, static, ctx.eager_static, ctx.batch, ctx.region)
 
     try:
-        ev = ctx.evidence
-        pre.restore()
-        every = {
-            "history": _by_path(ctx, ev.scratch, pre),
-            "read": _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_prepare),
-            "read-forward": _by_read(ctx, ev.scratch, pre, ev.scratch.bytes_after_forward),
-            "no-history": _by_path(ctx, ev.fresh_scratch, pre),
-        }
+        every = _fresh_values(ctx, pre)
         differing = frozenset(k for units in every.values() for k in units)
         for source in SOURCES:
             units = every[source]

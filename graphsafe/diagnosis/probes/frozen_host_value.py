@@ -39,7 +39,7 @@ from typing import Any
 from ...engines.recording import Override
 from ...findings import Finding, FindingKind
 from ..context import StepContext
-from ..frozen import beyond_bound, entry_point, frozen_values, host_decision
+from ..frozen import beyond_bound, branch_against_capture, entry_point, frozen_values, host_decision
 from ..graph_evidence import graph_evidence, recaptured_replays_as_eager
 
 KIND = FindingKind.FROZEN_HOST_VALUE
@@ -118,11 +118,7 @@ def run(ctx: StepContext) -> Finding | None:
         )
         where = f"{d['kernel']} <launch sequence>"
     elif d["kind"] == "branch":
-        msg = (
-            f"the graph froze a branch: it launches {d['captured']} where a capture of this batch launches "
-            f"{d['needed']} (at {d['where']})"
-        )
-        where = f"{d['kernel']} <launch sequence>"
+        msg, where = branch_against_capture(d), f"{d['kernel']} <launch sequence>"
     else:
         entry = entry_point(ctx.info.launches, ctx.evidence.scratch.launches) if d.get("tensor") else None
         if entry is not None:  # a shape the value gave a consumer: name the op where the value enters instead
