@@ -428,6 +428,11 @@ class Evidence:
         again, through the diagnosis' poisoning."""
         return self._scratch(history=False, padded=False)
 
+    def fresh_run(self, padded: bool) -> ScratchRun:
+        """Another eager run of this step on a fresh instance without history (:attr:`fresh_scratch`, or unpadded
+        :attr:`fresh_unpadded_scratch`), not kept: a race shows as runs that differ."""
+        return self._scratch(history=False, padded=padded)
+
     def scratch_mismatches(self, run: ScratchRun) -> list[Mismatch]:
         """Where an eager re-run differs from the eager reference of this step."""
         return run.mismatches

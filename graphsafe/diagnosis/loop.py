@@ -7,12 +7,12 @@ import re
 import torch
 
 from ..capture.statewalk import paths_by_storage
-from ..findings import KINDS, Finding, FindingKind
+from ..findings import KINDS, Finding, FindingKind, Mismatch
 from . import at_stage
 from .context import StepContext
 from .evidence import Evidence
 from .frozen import diff_launches, frozen_by_recapture
-from .padding import race
+from .padding import RACE_PAIRS, race
 from .repair import PreReplay, Repair, attributed, inert, repair
 
 __all__ = ["diagnose", "heatmap", "ruled_out"]
@@ -53,7 +53,19 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
                     f"eager once {', '.join(rep.names)} hold a fresh instance's values",
                 )
                 continue
-            if not rep.fixed and inert(ctx, claimed):
+            claim = inert(ctx, claimed) if not rep.fixed else None
+            if claim is not None and claim.race:  # the replays race here after all: the race experiment decides
+                raced = _race(ctx, claim.race)
+                if raced is not None:
+                    raced.heatmap = heat
+                    return raced, raced.kind.value
+                ctx.evidence.note(
+                    probe.name,
+                    f"named {f.where}, but two replays of this step differ, and no repair fixes the replay: a claim "
+                    "read off one replay of a racing graph",
+                )
+                continue
+            if claim is not None and claim.inert:
                 ctx.evidence.note(
                     probe.name,
                     f"named {f.where}, but the replay comes out the same bit for bit with a fresh instance's values "
@@ -97,18 +109,23 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
     return f, ""
 
 
-def _race(ctx: StepContext) -> Finding | None:
+def _race(ctx: StepContext, seen: list[Mismatch] | None = None) -> Finding | None:
     """The race experiment at the diagnosed step (the nondeterministic-replay probe runs it on each example's first
-    step only), before any probe: replay this step's prepared batch twice from the state the replay started from; when
-    they differ, :func:`~graphsafe.diagnosis.padding.race` asks whether fresh values in the padded rows make them
-    agree."""
+    step only), before any probe: replay this step's prepared batch twice from the state the replay started from, up
+    to :data:`~graphsafe.diagnosis.padding.RACE_PAIRS` times (a race can land alike twice), or take ``seen`` (where
+    two replays already differed); when they differ, :func:`~graphsafe.diagnosis.padding.race` asks whether the
+    padding makes them race."""
     pre = ctx.before_replay
     if pre is None:
         return None
     after = PreReplay(ctx)
     try:
-        pre.restore()
-        _, mism = ctx.replay_twice(pre.statics)
+        mism = seen or []
+        for _ in range(0 if seen else RACE_PAIRS):
+            pre.restore()
+            _, mism = ctx.replay_twice(pre.statics)
+            if mism:
+                break
         if not mism:
             return None
         pre.restore()

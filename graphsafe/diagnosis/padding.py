@@ -14,6 +14,7 @@ from .evidence import Evidence
 
 __all__ = [
     "RACE_PAIRS",
+    "ALIAS_RUNS",
     "race",
     "padding_alone",
     "input_paths",
@@ -130,7 +131,8 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> tuple[
     # only buffers a recorded launch reads: a library's workspace is not rewritten with another instance's bytes
     stale, _ = _past_live(differing_rows(now, fresh, input_paths(ctx, recorded=True)), padded.num_reqs)
     if not stale:
-        return None, "no input a recorded launch reads differs from a fresh prepare() only past the live requests"
+        why = "no input a recorded launch reads differs from a fresh prepare() only past the live requests"
+        return _aliased(ctx, mism, why)
     names = [f"{path}[{first}:{last + 1}]" for path, (first, last) in stale.items()]
     kept = {path: now[path].clone() for path in stale}
     after = SavedStatics(static_dict(g), ctx.seed, ctx.region, ctx.comparator.paged)
@@ -139,8 +141,8 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> tuple[
             now[path].copy_(fresh[path])
         for _ in range(RACE_PAIRS):
             before.restore()
-            if ctx.replay_twice(before)[1]:  # they race with fresh padding too: another cause
-                return None, f"the replays still differ with fresh values in {', '.join(names[:4])}"
+            if ctx.replay_twice(before)[1]:  # they race with fresh padding too: another cause, or padding that aliases
+                return _aliased(ctx, mism, f"the replays still differ with fresh values in {', '.join(names[:4])}")
     finally:
         for path in stale:
             now[path].copy_(kept[path])
@@ -159,5 +161,47 @@ def race(ctx: StepContext, before: SavedStatics, mism: list[Mismatch]) -> tuple[
         details={"stale_buffers": names, "race": True},
         mismatches=mism,
         cause=f"buffer:{names[0].split('[')[0]}",
+    )
+    return finding, ""
+
+
+#: eager runs of the step, unpadded and padded, on fresh instances, before a race is put down to padding that aliases
+#: live rows: the unpadded ones must all agree bit for bit (a race between live rows shows in some of them)
+ALIAS_RUNS = 8
+
+
+def _aliased(ctx: StepContext, mism: list[Mismatch], why: str) -> tuple[Finding | None, str]:
+    """The control for a race no fresh value removes: the same step run eagerly on fresh instances without history,
+    :data:`ALIAS_RUNS` times unpadded and up to as many times padded.  When the unpadded runs all agree bit for bit
+    and a padded run differs from them in live rows, the padding itself makes the race (padded rows aimed at live
+    rows' places whatever came before: fresh padding aliases alike), and the finding is stale-padding; else
+    ``(None, why)`` with what was seen.  A target whose rows past the live ones alias live rows in its unpadded runs
+    too races there as well: no claim (``RacyCacheSharedSlot``)."""
+    ev = ctx.evidence
+    if ev is None:
+        return None, why
+    first = ev.fresh_unpadded_scratch.live
+    for _ in range(ALIAS_RUNS - 1):
+        if ctx.comparator.outputs(first, ev.fresh_run(padded=False).live, ctx.batch, bitwise=True):
+            return None, why + "; the step run unpadded on fresh instances races too: not the padding"
+    runs = (ev.fresh_scratch if i == 0 else ev.fresh_run(padded=True) for i in range(ALIAS_RUNS))
+    differs = next((d for d in (ctx.comparator.outputs(r.live, first, ctx.batch) for r in runs) if d), None)
+    if differs is None:
+        return None, why + "; the step run padded on fresh instances gives what it gives unpadded"
+    padded = ctx.padded[-1]
+    m, d = mism[0], differs[0]
+    finding = Finding(
+        kind=FindingKind.STALE_PADDING,
+        message=(
+            f"two replays of one prepared batch differ in {m.tensor} ({m.count}/{m.total}, max abs {m.max_abs:.3g}), "
+            f"and fresh values in the padded rows do not stop it; run eagerly on fresh instances, the step gives one "
+            f"answer every time unpadded ({ALIAS_RUNS} runs) and another padded ({d.tensor}: {d.count}/{d.total} "
+            f"differ): the padding ({padding_slots(padded)}) aims at live rows' places whatever came before, and "
+            "the graph's writes through it race with the live rows' (point padded rows at a slot no request owns)"
+        ),
+        where=m.tensor,
+        details={"stale_buffers": [], "race": True, "aliased": True},
+        mismatches=mism,
+        cause=f"output:{m.tensor}",
     )
     return finding, ""

@@ -28,7 +28,7 @@ slots writing into live state: the padding probes name those).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -38,12 +38,12 @@ from ..capture.regions import byte_region
 from ..capture.statewalk import byte_view, paths_by_storage, storage_key, walk
 from ..capture.statics import SavedStatics, static_dict
 from ..engines.recording import TensorArg
-from ..findings import Finding, FindingKind
+from ..findings import Finding, FindingKind, Mismatch
 from .context import StepContext
 from .evidence import ScratchRun, warmup_wrote_last
 from .writers import trace_writes
 
-__all__ = ["PreReplay", "Repair", "repair", "attributed", "inert"]
+__all__ = ["PreReplay", "Repair", "Claim", "repair", "attributed", "inert"]
 
 #: at most this many buffers are tried one by one; past it only the whole set (then nothing is named)
 MAX_SINGLE = 24
@@ -69,19 +69,37 @@ def _bitwise(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(byte_view(a), byte_view(b))
 
 
-def inert(ctx: StepContext, keys: set[int]) -> bool:
+def _static_race(name: str, a: torch.Tensor, b: torch.Tensor) -> Mismatch:
+    """Where two replays left static tensor ``name`` different (``a`` and ``b``, bitwise)."""
+    if not a.dtype.is_floating_point:
+        return Mismatch(f"static[{name!r}]", int((a != b).sum()), a.numel(), 0.0, 0.0)
+    gap = (a.double() - b.double()).abs().nan_to_num(float("inf"))
+    return Mismatch(f"static[{name!r}]", int((gap > 0).sum()), a.numel(), float(gap.max()), 0.0)
+
+
+@dataclass
+class Claim:
+    """The claim experiment's outcome (:func:`inert`): ``inert`` when the claimed buffer changes nothing in the
+    replay; ``race``, where the baseline replay did not repeat itself, where its two runs differed."""
+
+    inert: bool
+    race: list[Mismatch] = field(default_factory=list)
+
+
+def inert(ctx: StepContext, keys: set[int]) -> Claim:
     """Does a probe's claimed buffer (storages ``keys``) leave the replay as it is, whatever fresh value it holds?
 
     The claim experiment, for a difference no repair fixes: the graph replays from the state before this step's
     replay with nothing repaired (the baseline), then with each source's fresh value in the claimed buffers alone
     (:data:`SOURCES`); the claim is inert when every such replay gives the baseline's live rows and static state bit
-    for bit.  False (the claim stands) when no source holds anything else there (no experiment to run: a workspace
-    every instance shares by design holds the same bytes in all of them), when a claimed storage is not one the
-    replay reads through an attribute path (a rebound buffer's old storage: no repair can reach it), or when the
-    baseline replay does not repeat itself (a race)."""
+    for bit.  Not inert (the claim stands) when no source holds anything else there (no experiment to run: a
+    workspace every instance shares by design holds the same bytes in all of them), or when a claimed storage is not
+    one the replay reads through an attribute path (a rebound buffer's old storage: no repair can reach it).  When
+    the baseline replay does not repeat itself, ``race`` says where its two runs differed: the replays race at this
+    step, and the race experiment decides instead."""
     pre: PreReplay | None = ctx.before_replay
     if pre is None or ctx.evidence is None or not keys or not keys <= set(pre.tensors):
-        return False
+        return Claim(False)
     after = PreReplay(ctx)
 
     def replay(units: Units | None = None) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
@@ -98,11 +116,16 @@ def inert(ctx: StepContext, keys: set[int]) -> bool:
     try:
         tried = [units for units in _fresh_values(ctx, pre).values() if keys & set(units)]
         if not tried:  # every fresh instance holds the same there: no experiment (a buffer shared by design is so
-            return False  # in every instance, and a probe may still prove it the cause, as two writers of one plan)
-        base = replay()
-        if not same(base, replay()):
-            return False  # the replay does not repeat itself: nothing to compare against
-        return all(same(base, replay(units)) for units in tried)
+            return Claim(
+                False
+            )  # in every instance, and a probe may still prove it the cause, as two writers of a plan)
+        base, again = replay(), replay()
+        if not same(base, again):  # the replay does not repeat itself: nothing to compare against
+            race = ctx.comparator.outputs(base[0], again[0], ctx.batch, bitwise=True) or [
+                _static_race(n, base[1][n], again[1][n]) for n in base[1] if not _bitwise(base[1][n], again[1][n])
+            ]
+            return Claim(False, race)
+        return Claim(all(same(base, replay(units)) for units in tried))
     finally:
         after.restore()
         ctx.engine.synchronize()

@@ -1,7 +1,9 @@
 """A race through padded rows: two replays of one batch differ because padded rows write into live slots.
 When the padded rows hold an earlier batch's values (they agree once a fresh prepare()'s values are put there),
-the finding is stale-padding, naming the buffer; a race fresh padding has too, or one between live rows, stays
-nondeterministic-replay."""
+the finding is stale-padding, naming the buffer.  When fresh padding races alike, the same step run eagerly on fresh
+instances decides: padded runs differ from eager and unpadded ones never do, so the padding aliases live rows
+(stale-padding); a target whose unpadded runs race too (rows past the live ones alias on every batch, or two live
+rows share a slot) stays nondeterministic-replay."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from graphsafe import Batch
 from tests.targets.races import (
     RacyCache,
     RacyCacheLiveCollision,
+    RacyCachePaddedAlias,
     RacyCacheSharedSlot,
     RacyCacheStaleSlots,
     RacyCacheStaleSlotsCounted,
@@ -47,7 +50,17 @@ def test_an_input_that_differs_with_history_in_a_live_row_does_not_hide_the_race
 def test_a_race_that_fresh_padding_has_too_stays_nondeterministic_replay():
     r = reproduce(RacyCacheSharedSlot)
     assert [f.kind.value for f in r.findings] == ["nondeterministic-replay"]
-    assert "not stale padding: no input a recorded launch reads differs from a fresh prepare()" in r.findings[0].message
+    msg = r.findings[0].message
+    assert "not stale padding: no input a recorded launch reads differs from a fresh prepare()" in msg
+    assert "the step run unpadded on fresh instances races too" in msg
+
+
+def test_padding_that_aliases_live_rows_only_when_padded_is_stale_padding():
+    r = reproduce(RacyCachePaddedAlias)
+    assert [f.kind.value for f in r.findings] == ["stale-padding"], r.summary()
+    f = r.findings[0]
+    assert f.details["aliased"] is True
+    assert "gives one answer every time unpadded" in f.message
 
 
 def test_a_race_between_live_rows_stays_nondeterministic_replay():

@@ -89,3 +89,39 @@ def inert_claim_first(monkeypatch):
 def test_when_no_repair_fixes_the_replay_a_claim_on_a_buffer_that_changes_nothing_is_set_aside(inert_claim_first):
     r = graphsafe.check(T.ScaledBlocksPadAlias, engine="emulate", examples=10, seed=0, database=False, isolate="none")
     assert r.kinds == {"stale-padding"}, r.summary()
+
+
+@pytest.fixture
+def race_unseen_then_claim(monkeypatch):
+    """Replays that race at the diagnosed step but landed alike in the race experiment's pairs (none are run), no
+    repair that fixes the replay, and a probe that blames ``self.calls`` (a count of prepare() calls the graph reads,
+    which differs from a fresh instance's but adds nothing)."""
+    from graphsafe.checker import steps
+    from graphsafe.diagnosis.repair import Repair
+
+    def claim(ctx):
+        return Finding(
+            kind=FindingKind.UNPERSISTED_METADATA, message="blames calls", where="self.calls", cause="buffer:self.calls"
+        )
+
+    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames calls")
+    monkeypatch.setattr(steps, "at_stage", lambda stage: ())  # no step probe sees the race first
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (probe,))
+    monkeypatch.setattr(loop, "RACE_PAIRS", 0)
+    monkeypatch.setattr(loop, "repair", lambda ctx: Repair(False))
+
+
+def test_a_claim_whose_replay_does_not_repeat_gives_way_to_the_race_experiment(race_unseen_then_claim):
+    import torch
+
+    from tests.integration.test_padding_race import CAPTURE
+    from tests.integration.test_padding_race import STEP as RACY_STEP
+    from tests.targets.races import RacyCacheStaleSlotsCounted
+
+    torch.manual_seed(0)
+    r = graphsafe.reproduce(
+        RacyCacheStaleSlotsCounted, [RACY_STEP], capture_batch=CAPTURE, capture_size=8, engine="emulate"
+    )
+    [f] = r.errors
+    assert f.kind.value == "stale-padding", f.summary()
+    assert f.details["race"] is True and f.details["stale_buffers"] == ["self.slots[16:32]"]

@@ -14,6 +14,8 @@ twice keeps either value, and two replays of one batch can differ, exactly when 
   or not: a race that is not the padding's history, so nondeterministic-replay.
 * ``RacyCacheLiveCollision``: the last two live tokens share a slot (padding harmless): a race in live rows,
   nondeterministic-replay.
+* ``RacyCachePaddedAlias``: a padded batch's padding rows aim at live tokens' slots (an unpadded batch's go to the
+  null block): fresh padding races alike, but the same step unpadded never does: stale-padding.
 """
 
 from __future__ import annotations
@@ -86,3 +88,15 @@ class RacyCacheLiveCollision(RacyCache):
         n = batch.num_tokens
         if n > 1:
             self.slots[n - 1] = self.slots[n - 2]  # BUG: two live rows, one slot
+
+
+class RacyCachePaddedAlias(RacyCache):
+    """Buggy: in a padded batch, row ``n + j`` writes into live token ``j % n``'s slot (unpadded: the null block)."""
+
+    expected = "stale-padding"
+
+    def prepare(self, batch):
+        super().prepare(batch)
+        n, pad = batch.num_tokens, self.slots.shape[0] - batch.num_tokens
+        if batch.num_slots > batch.num_reqs and n:  # BUG: the padded requests' rows get live slots
+            self.slots[n:] = self.slots[torch.arange(pad, device=self.slots.device) % n]
