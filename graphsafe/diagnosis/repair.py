@@ -17,7 +17,8 @@ What the experiment proves is used three times:
 * a difference no probe explains, fixed by a repair, is named from the repaired buffer's history
   (:func:`attributed`) instead of a ``replay-mismatch``;
 * when no repair fixes the replay, a probe's claimed buffer whose fresh values change nothing in it
-  (:func:`inert`) is no cause either: its claim is set aside.
+  (:func:`inert`) is no cause either: its claim is set aside; and where the replay does not repeat itself, the race
+  experiment decides instead (:class:`Claim` says where two replays differed).
 
 What it cannot do: put a value back into memory no attribute path reaches any more (a rebound buffer's old
 storage: ``stale-pointer`` and ``unpersisted-metadata`` name those), repair a value the graph froze (a scalar, a
