@@ -14,12 +14,18 @@ from ..capture.statics import SavedStatics, static_dict
 from ..engines.recording import Recorder
 from .context import StepContext
 
-__all__ = ["carried_inputs"]
+__all__ = ["carried_inputs", "written_inputs"]
 
 
 #: per graph (its recording), what :func:`carried_inputs` found for each buffer: a property of the graph, so
 #: the examples and shrinks that fail on one graph ask once
 _CARRIED: weakref.WeakKeyDictionary[Recorder, dict[int, bool]] = weakref.WeakKeyDictionary()
+
+
+def written_inputs(ctx: StepContext) -> list[int]:
+    """The buffers the graph writes that are neither static nor freed: the candidates for :func:`carried_inputs`."""
+    ext, info = ctx.graph.recording.external, ctx.info
+    return [k for k, b in ext.items() if k in info.graph_written and k not in ctx.session.static_keys and b.alive()]
 
 
 def carried_inputs(ctx: StepContext, keys: list[int]) -> list[int]:

@@ -9,6 +9,7 @@ import torch
 from ..capture.statewalk import walk
 from ..capture.statics import SavedStatics, static_dict
 from ..findings import Finding, FindingKind, Mismatch
+from .carried import carried_inputs, written_inputs
 from .context import StepContext
 from .evidence import Evidence
 
@@ -176,10 +177,14 @@ def _aliased(ctx: StepContext, mism: list[Mismatch], why: str) -> tuple[Finding 
     and a padded run differs from them in live rows, the padding itself makes the race (padded rows aimed at live
     rows' places whatever came before: fresh padding aliases alike), and the finding is stale-padding; else
     ``(None, why)`` with what was seen.  A target whose rows past the live ones alias live rows in its unpadded runs
-    too races there as well: no claim (``RacyCacheSharedSlot``)."""
+    too races there as well: no claim (``RacyCacheSharedSlot``).  Not asked where a buffer the graph writes carries
+    one replay into the next (:func:`~graphsafe.diagnosis.carried.carried_inputs`): that, not a race, makes them
+    differ."""
     ev = ctx.evidence
     if ev is None:
         return None, why
+    if carried_inputs(ctx, written_inputs(ctx)):  # (remembered per graph: the probes ask the same)
+        return None, why + "; a buffer the graph writes carries one replay into the next"
     first = ev.fresh_unpadded_scratch.live
     for _ in range(ALIAS_RUNS - 1):
         if ctx.comparator.outputs(first, ev.fresh_run(padded=False).live, ctx.batch, bitwise=True):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ...capture.statewalk import paths_by_storage
 from ...capture.statics import SavedStatics, static_dict
 from ...findings import Finding, FindingKind
-from ..carried import carried_inputs
+from ..carried import carried_inputs, written_inputs
 from ..context import StepContext
 from ..padding import race
 
@@ -38,9 +38,8 @@ def run(ctx: StepContext) -> Finding | None:
     if padding is not None:
         return padding
     msg += f" (not stale padding: {why})"
-    ext, info = ctx.graph.recording.external, ctx.info
-    written = [k for k, b in ext.items() if k in info.graph_written and k not in ctx.session.static_keys and b.alive()]
-    carriers = carried_inputs(ctx, written)
+    info = ctx.info
+    carriers = carried_inputs(ctx, written_inputs(ctx))
     if not carriers:
         return Finding(
             kind=KIND,
