@@ -405,7 +405,7 @@ class Evidence:
     def fresh_scratch(self) -> ScratchRun:
         """Eager run of this step, padded, on a fresh instance without the graph instance's history (its
         earlier steps as the eager reference ran them)."""
-        return self._scratch(history=False)
+        return self.fresh_run(padded=True)
 
     @functools.cached_property
     def capture_batch_launches(self) -> list[Launch]:
@@ -426,7 +426,7 @@ class Evidence:
     def fresh_unpadded_scratch(self) -> ScratchRun:
         """:attr:`fresh_scratch` with this step unpadded too (poisoned like the others): the eager reference
         again, through the diagnosis' poisoning."""
-        return self._scratch(history=False, padded=False)
+        return self.fresh_run(padded=False)
 
     def fresh_run(self, padded: bool) -> ScratchRun:
         """Another eager run of this step on a fresh instance without history (:attr:`fresh_scratch`, or unpadded

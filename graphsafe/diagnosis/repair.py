@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from ..capture.compare import compare_many
 from ..capture.ledger import storages_of
 from ..capture.regions import byte_region
 from ..capture.statewalk import byte_view, paths_by_storage, storage_key, walk
@@ -68,14 +69,6 @@ class PreReplay:
 
 def _bitwise(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(byte_view(a), byte_view(b))
-
-
-def _static_race(name: str, a: torch.Tensor, b: torch.Tensor) -> Mismatch:
-    """Where two replays left static tensor ``name`` different (``a`` and ``b``, bitwise)."""
-    if not a.dtype.is_floating_point:
-        return Mismatch(f"static[{name!r}]", int((a != b).sum()), a.numel(), 0.0, 0.0)
-    gap = (a.double() - b.double()).abs().nan_to_num(float("inf"))
-    return Mismatch(f"static[{name!r}]", int((gap > 0).sum()), a.numel(), float(gap.max()), 0.0)
 
 
 @dataclass
@@ -122,9 +115,9 @@ def inert(ctx: StepContext, keys: set[int]) -> Claim:
             )  # in every instance, and a probe may still prove it the cause, as two writers of a plan)
         base, again = replay(), replay()
         if not same(base, again):  # the replay does not repeat itself: nothing to compare against
-            race = ctx.comparator.outputs(base[0], again[0], ctx.batch, bitwise=True) or [
-                _static_race(n, base[1][n], again[1][n]) for n in base[1] if not _bitwise(base[1][n], again[1][n])
-            ]
+            race = ctx.comparator.outputs(base[0], again[0], ctx.batch, bitwise=True) or compare_many(
+                [(f"static[{n!r}]", base[1][n], again[1][n], None) for n in base[1]], bitwise=True
+            )
             return Claim(False, race)
         return Claim(all(same(base, replay(units)) for units in tried))
     finally:

@@ -24,6 +24,17 @@ def reproduce(cls, steps=(STEP,)):
     return graphsafe.reproduce(cls, list(steps), engine="emulate")
 
 
+def blaming(path: str) -> Probe:
+    """A diagnosis probe that always blames the buffer at ``path`` (``unpersisted-metadata``)."""
+
+    def claim(ctx):
+        return Finding(
+            kind=FindingKind.UNPERSISTED_METADATA, message=f"blames {path}", where=path, cause=f"buffer:{path}"
+        )
+
+    return Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, f"blames {path}")
+
+
 @pytest.fixture
 def no_probes(monkeypatch):
     """No diagnosis probe explains anything: what is left is the repair experiment."""
@@ -35,16 +46,7 @@ def wrong_claim(monkeypatch):
     """One diagnosis probe, which always blames ``self.q`` (a buffer this step's prepare() writes whole, padding zeroed:
     it holds what every fresh instance holds)."""
 
-    def claim(ctx):
-        return Finding(
-            kind=FindingKind.UNPERSISTED_METADATA,
-            message="blames q",
-            where="self.q",
-            cause="buffer:self.q",
-        )
-
-    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames q")
-    monkeypatch.setattr(loop, "at_stage", lambda stage: (probe,))
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (blaming("self.q"),))
 
 
 def test_a_difference_a_repaired_buffer_fixes_is_named_with_the_buffer_and_its_writers(no_probes):
@@ -74,16 +76,7 @@ def inert_claim_first(monkeypatch):
     fresh instance's, and are never read), then the real stale-padding probe."""
     padding = next(p for p in loop.at_stage("diagnosis") if p.name == "stale-padding")
 
-    def claim(ctx):
-        return Finding(
-            kind=FindingKind.UNPERSISTED_METADATA,
-            message="blames the scales",
-            where="self.block_scale",
-            cause="buffer:self.block_scale",
-        )
-
-    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames the scales")
-    monkeypatch.setattr(loop, "at_stage", lambda stage: (probe, padding))
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (blaming("self.block_scale"), padding))
 
 
 def test_when_no_repair_fixes_the_replay_a_claim_on_a_buffer_that_changes_nothing_is_set_aside(inert_claim_first):
@@ -99,14 +92,8 @@ def race_unseen_then_claim(monkeypatch):
     from graphsafe.checker import steps
     from graphsafe.diagnosis.repair import Repair
 
-    def claim(ctx):
-        return Finding(
-            kind=FindingKind.UNPERSISTED_METADATA, message="blames calls", where="self.calls", cause="buffer:self.calls"
-        )
-
-    probe = Probe("unpersisted-metadata", FindingKind.UNPERSISTED_METADATA, "diagnosis", claim, "blames calls")
     monkeypatch.setattr(steps, "at_stage", lambda stage: ())  # no step probe sees the race first
-    monkeypatch.setattr(loop, "at_stage", lambda stage: (probe,))
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (blaming("self.calls"),))
     monkeypatch.setattr(loop, "RACE_PAIRS", 0)
     monkeypatch.setattr(loop, "repair", lambda ctx: Repair(False))
 
