@@ -22,7 +22,7 @@ import graphsafe
 PARTS = [
     ("Hypothesis: drawing plans", r"conjecture/data\.py:draw$", r"hypothesis/control\.py"),
     ("capture sessions (a phase's, a drawn example's)", r"capture/session\.py:__init__$", None),
-    ("graph replays of the other steps", r"capture/context\.py:replay_live$", r"checker/steps\.py:_replay$"),
+    ("graph replays of the other steps", r"diagnosis/context\.py:replay_live$", r"checker/steps\.py:_replay$"),
     (
         "nondeterminism probe: both replays of each example's first step (one is the step's own)",
         r"probes/nondeterministic_replay\.py:run$",

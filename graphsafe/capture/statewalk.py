@@ -16,7 +16,17 @@ from typing import Any
 
 import torch
 
-__all__ = ["storage_key", "walk", "walk_steps", "tensors", "Step", "paths_by_storage", "byte_view", "typed_view"]
+__all__ = [
+    "storage_key",
+    "walk",
+    "walk_steps",
+    "tensors",
+    "Step",
+    "paths_by_storage",
+    "byte_view",
+    "same_bits",
+    "typed_view",
+]
 
 _MAX_DEPTH = 8
 _MAX_VISITS = 100_000  # objects walked with every_path=True (shared objects are walked once per path)
@@ -46,6 +56,14 @@ def byte_view(t: torch.Tensor) -> torch.Tensor:
     """The whole storage behind ``t`` as a flat uint8 tensor (aliasing it)."""
     s = t.untyped_storage()
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(s, 0, (s.nbytes(),), (1,))
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Do ``a`` and ``b`` (views of any layout) hold the same bytes, element for element?  Unlike ``torch.equal``,
+    a NaN equals the same NaN (a buffer poisoned alike in two instances) and ``-0.0`` differs from ``0.0``."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.reshape(-1).contiguous().view(torch.uint8), b.reshape(-1).contiguous().view(torch.uint8))
 
 
 def typed_view(t: torch.Tensor) -> torch.Tensor:

@@ -101,7 +101,7 @@ class Evidence:
 
     Made before anything runs the target again: it keeps the bytes of the buffers the graph reads as
     the replay read them (``as_replayed``).  ``looked`` collects what probes that explained nothing saw,
-    for the message of a ``replay-mismatch``.
+    for the message of a ``replay-mismatch``; ``claimed``, the bytes a probe's claim names (``inert`` tests them).
     """
 
     def __init__(self, ctx: StepContext):
@@ -114,10 +114,15 @@ class Evidence:
         self.as_replayed = {k: byte_view(t).clone() for k, t in self.inputs.items() if k in ext}
         self.looked: list[str] = []
         self.memo: dict[str, Any] = {}  # experiments run once per failing step (the re-capture)
+        self.claimed: dict[str, list[tuple[int, int, int]]] = {}  # probe -> (storage key, first byte, end byte)
 
     def note(self, probe: str, saw: str) -> None:
         """Record what ``probe`` looked at and saw when it explained nothing."""
         self.looked.append(f"{probe}: {saw}")
+
+    def claim(self, probe: str, key: int, region: tuple[int, int] | None) -> None:
+        """Record the bytes ``region`` of storage ``key`` that ``probe``'s finding says the graph read wrong."""
+        self.claimed.setdefault(probe, []).extend([(key, *region)] if region else [])  # none: the whole storage
 
     # -- who wrote what the graph reads --------------------------------------------
     @functools.cached_property

@@ -53,7 +53,7 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
                     f"eager once {', '.join(rep.names)} hold a fresh instance's values",
                 )
                 continue
-            claim = inert(ctx, claimed) if not rep.fixed else None
+            claim = inert(ctx, claimed, ctx.evidence.claimed.get(probe.name)) if not rep.fixed else None
             if claim is not None and claim.race:  # the replays race here after all: the race experiment decides
                 raced = _race(ctx, claim.race)
                 if raced is not None:

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import torch
 
-from ..capture.statewalk import walk
+from ..capture.statewalk import storage_key, walk
 from ..capture.statics import SavedStatics, static_dict
 from ..findings import Finding, FindingKind, Mismatch
 from .carried import carried_inputs, written_inputs
 from .context import StepContext
 from .evidence import Evidence
+from .repair import PreReplay, replay_with, same_replay
 
 __all__ = [
     "RACE_PAIRS",
     "ALIAS_RUNS",
     "race",
     "padding_alone",
+    "rows_matter",
     "input_paths",
     "differing_rows",
     "padding_slots",
@@ -58,6 +60,36 @@ def padding_alone(
     difference only the graph reader shows (a library's workspace, maybe written before it is read) does not."""
     past, live = _past_live(differing, num_reqs)
     return past, [p for p in live if p in recorded]
+
+
+def rows_matter(ctx: StepContext, rows: dict[str, tuple[int, int]], fresh: dict[str, torch.Tensor]) -> bool:
+    """The experiment behind a claim that rows past the live requests hold stale values: from the state before this
+    step's replay, does the replay come out otherwise (live rows or static state, bit for bit) once ``rows`` (path ->
+    (first, last) row) of the graph instance hold ``fresh``'s values (paths -> a fresh instance's tensors after its
+    ``prepare()``)?  Rows the graph never reads (the tail of a flat index array past this batch's pages, a
+    workspace's unused end) change nothing.  True where it cannot tell: no state saved before the replay, none of
+    the buffers one the graph reads, or a baseline replay that does not repeat itself."""
+    pre = ctx.before_replay
+    if pre is None:
+        return True
+    now = dict(walk(ctx.session.target))
+    units = []
+    for path, (first, last) in rows.items():
+        g, f = now.get(path), fresh.get(path)
+        if g is None or f is None or g.shape != f.shape or g.dtype != f.dtype or storage_key(g) not in pre.tensors:
+            continue
+        units.append((g[first : last + 1], f[first : last + 1]))
+    if not units:
+        return True
+    after = PreReplay(ctx)
+    try:
+        base = replay_with(ctx, pre)
+        if not same_replay(base, replay_with(ctx, pre)):
+            return True
+        return not same_replay(base, replay_with(ctx, pre, units))
+    finally:
+        after.restore()
+        ctx.engine.synchronize()
 
 
 def _row_span(bad: torch.Tensor) -> tuple[int, int]:

@@ -29,6 +29,7 @@ slots writing into live state: the padding probes name those).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,7 @@ import torch
 from ..capture.compare import compare_many
 from ..capture.ledger import storages_of
 from ..capture.regions import byte_region
-from ..capture.statewalk import byte_view, paths_by_storage, storage_key, walk
+from ..capture.statewalk import byte_view, paths_by_storage, same_bits, storage_key, walk
 from ..capture.statics import SavedStatics, static_dict
 from ..engines.recording import TensorArg
 from ..findings import Finding, FindingKind, Mismatch
@@ -45,7 +46,7 @@ from .context import StepContext
 from .evidence import ScratchRun, warmup_wrote_last
 from .writers import trace_writes
 
-__all__ = ["PreReplay", "Repair", "Claim", "repair", "attributed", "inert"]
+__all__ = ["PreReplay", "Repair", "Claim", "repair", "attributed", "inert", "replay_with", "same_replay"]
 
 #: at most this many buffers are tried one by one; past it only the whole set (then nothing is named)
 MAX_SINGLE = 24
@@ -71,6 +72,24 @@ def _bitwise(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(byte_view(a), byte_view(b))
 
 
+Replayed = tuple[list[torch.Tensor], dict[str, torch.Tensor]]  # a replay's live rows and static state (copies)
+
+
+def replay_with(ctx: StepContext, pre: PreReplay, units: Sequence[tuple[torch.Tensor, torch.Tensor]] = ()) -> Replayed:
+    """Replay this step from the state before its replay (``pre``), each view of ``units`` holding the given values
+    first: the live rows and the static state it leaves (copies)."""
+    pre.restore()
+    for dst, src in units:
+        dst.copy_(src)
+    live = ctx.replay_live()
+    return live, {n: t.clone() for n, t in static_dict(ctx.session.target).items()}
+
+
+def same_replay(x: Replayed, y: Replayed) -> bool:
+    """Did two replays give the same live rows and static state, bit for bit?"""
+    return all(_bitwise(a, b) for a, b in zip(x[0], y[0])) and all(_bitwise(x[1][n], y[1][n]) for n in x[1])
+
+
 @dataclass
 class Claim:
     """The claim experiment's outcome (:func:`inert`): ``inert`` when the claimed buffer changes nothing in the
@@ -80,46 +99,55 @@ class Claim:
     race: list[Mismatch] = field(default_factory=list)
 
 
-def inert(ctx: StepContext, keys: set[int]) -> Claim:
+def inert(ctx: StepContext, keys: set[int], regions: list[tuple[int, int, int]] | None = None) -> Claim:
     """Does a probe's claimed buffer (storages ``keys``) leave the replay as it is, whatever fresh value it holds?
 
     The claim experiment, for a difference no repair fixes: the graph replays from the state before this step's
     replay with nothing repaired (the baseline), then with each source's fresh value in the claimed buffers alone
     (:data:`SOURCES`); the claim is inert when every such replay gives the baseline's live rows and static state bit
-    for bit.  Not inert (the claim stands) when no source holds anything else there (no experiment to run: a
-    workspace every instance shares by design holds the same bytes in all of them), or when a claimed storage is not
-    one the replay reads through an attribute path (a rebound buffer's old storage: no repair can reach it).  When
-    the baseline replay does not repeat itself, ``race`` says where its two runs differed: the replays race at this
-    step, and the race experiment decides instead."""
+    for bit.  Where the probe named the bytes it says the graph read wrong (``regions``: storage key, first byte,
+    end byte), only a source whose fresh value differs in those bytes tests the claim: one that differs elsewhere in
+    the buffer (words a plan writes differently call to call, rows no request uses) leaves the claim untested.  Not
+    inert (the claim stands) when no source tests it (no experiment to run: a workspace every instance shares by
+    design holds the same bytes in all of them, a plan every fresh ``prepare()`` overwrites alike), or when a claimed
+    storage is not one the replay reads through an attribute path (a rebound buffer's old storage: no repair can reach
+    it).  When the baseline replay does not repeat itself, ``race`` says where its two runs differed: the replays race
+    at this step, and the race experiment decides instead."""
     pre: PreReplay | None = ctx.before_replay
     if pre is None or ctx.evidence is None or not keys or not keys <= set(pre.tensors):
         return Claim(False)
+    named = [(k, lo, hi) for k, lo, hi in regions or () if k in keys]
     after = PreReplay(ctx)
 
-    def replay(units: Units | None = None) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
-        pre.restore()
-        for k in keys:
-            for dst, src in (units or {}).get(k, []):
-                dst.copy_(src)
-        live = ctx.replay_live()
-        return live, {n: t.clone() for n, t in static_dict(ctx.session.target).items()}
+    def claimed(units: Units | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [u for k in keys for u in (units or {}).get(k, [])]
 
-    def same(x, y) -> bool:
-        return all(_bitwise(a, b) for a, b in zip(x[0], y[0])) and all(_bitwise(x[1][n], y[1][n]) for n in x[1])
+    def tests_claim(units: Units) -> bool:
+        """Does this source's fresh value change a byte the claim names (any byte of the buffer, where it names
+        none)?"""
+        if not keys & set(units):
+            return False
+        if not named:
+            return True
+        pre.restore()
+        for dst, src in claimed(units):
+            dst.copy_(src)
+        return any(not torch.equal(byte_view(pre.tensors[k])[lo:hi], pre.bytes[k][lo:hi]) for k, lo, hi in named)
+
+    def replay(units: Units | None = None) -> Replayed:
+        return replay_with(ctx, pre, claimed(units))
 
     try:
-        tried = [units for units in _fresh_values(ctx, pre).values() if keys & set(units)]
+        tried = [units for units in _fresh_values(ctx, pre).values() if tests_claim(units)]
         if not tried:  # every fresh instance holds the same there: no experiment (a buffer shared by design is so
-            return Claim(
-                False
-            )  # in every instance, and a probe may still prove it the cause, as two writers of a plan)
+            return Claim(False)  # in every instance, and a probe may still prove it the cause, as two writers of a plan
         base, again = replay(), replay()
-        if not same(base, again):  # the replay does not repeat itself: nothing to compare against
+        if not same_replay(base, again):  # the replay does not repeat itself: nothing to compare against
             race = ctx.comparator.outputs(base[0], again[0], ctx.batch, bitwise=True) or compare_many(
                 [(f"static[{n!r}]", base[1][n], again[1][n], None) for n in base[1]], bitwise=True
             )
             return Claim(False, race)
-        return Claim(all(same(base, replay(units)) for units in tried))
+        return Claim(all(same_replay(base, replay(units)) for units in tried))
     finally:
         after.restore()
         ctx.engine.synchronize()
@@ -157,7 +185,7 @@ def _by_path(ctx: StepContext, run: ScratchRun, pre: PreReplay) -> Units:
         if g is None or g.shape != fresh.shape or g.dtype != fresh.dtype or g.device != fresh.device:
             continue
         key = storage_key(g)
-        if key in pre.tensors and not torch.equal(g, fresh):
+        if key in pre.tensors and not same_bits(g, fresh):
             out.setdefault(key, []).append((g, fresh))
     return out
 

@@ -10,6 +10,7 @@ import pytest
 
 import graphsafe
 from graphsafe import Batch
+from graphsafe.capture.statewalk import storage_key, walk
 from graphsafe.diagnosis import Probe, loop
 from graphsafe.findings import Finding, FindingKind
 from tests.targets import hazards as H
@@ -70,17 +71,68 @@ def test_a_frozen_value_no_repair_fixes_is_named_by_recapture_without_any_probe(
     assert f.details["seen_in"] == "recapture" and "no repair of the buffers" in f.message, f.summary()
 
 
+def padding_probe() -> Probe:
+    return next(p for p in loop.at_stage("diagnosis") if p.name == "stale-padding")
+
+
 @pytest.fixture
 def inert_claim_first(monkeypatch):
-    """A probe that always blames ``self.block_scale`` (whose rows for blocks no request uses hold other values than a
-    fresh instance's, and are never read), then the real stale-padding probe."""
-    padding = next(p for p in loop.at_stage("diagnosis") if p.name == "stale-padding")
-
-    monkeypatch.setattr(loop, "at_stage", lambda stage: (blaming("self.block_scale"), padding))
+    """A probe that always blames ``self.calls`` (a count of prepare() calls the graph reads: it differs from a fresh
+    instance's and adds nothing), then the real stale-padding probe."""
+    padding = padding_probe()
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (blaming("self.calls"), padding))
 
 
 def test_when_no_repair_fixes_the_replay_a_claim_on_a_buffer_that_changes_nothing_is_set_aside(inert_claim_first):
-    r = graphsafe.check(T.ScaledBlocksPadAlias, engine="emulate", examples=10, seed=0, database=False, isolate="none")
+    r = graphsafe.check(
+        T.ScaledBlocksPadAliasCounted, engine="emulate", examples=10, seed=0, database=False, isolate="none"
+    )
+    assert r.kinds == {"stale-padding"}, r.summary()
+
+
+def test_a_claim_on_a_buffer_poisoned_alike_in_every_instance_is_not_set_aside_as_inert(monkeypatch):
+    """An accumulator nothing resets holds the session's NaN poison before each replay, and so does every fresh
+    instance's: no source holds anything else there, so the claim experiment has nothing to test and the claim
+    stands (compared as values, NaN never equals NaN, and the claim was set aside as changing nothing)."""
+    from tests.targets.hazards.accumulate import SplitKAccumulateNeverReset
+
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (blaming("self.acc"),))
+    r = graphsafe.check(
+        SplitKAccumulateNeverReset, engine="emulate", examples=3, seed=0, database=False, isolate="none"
+    )
+    [f] = r.errors
+    assert f.kind.value == "unpersisted-metadata" and f.where == "self.acc", f.summary()
+
+
+def blaming_bytes(path: str, rows: slice) -> Probe:
+    """:func:`blaming`, naming the bytes of ``rows`` of the buffer at ``path`` as the ones the graph read wrong."""
+    claim = blaming(path)
+
+    def run(ctx):
+        t = dict(walk(ctx.session.target))[path]
+        view = t[rows]
+        lo = view.storage_offset() * t.element_size()
+        ctx.evidence.claim(claim.name, storage_key(t), (lo, lo + view.numel() * t.element_size()))
+        return claim.run(ctx)
+
+    return Probe(claim.name, claim.kind, claim.stage, run, claim.summary)
+
+
+def test_fresh_values_only_outside_the_bytes_a_claim_names_leave_it_untested(monkeypatch):
+    """The claim of the inert test above on ``self.calls``, naming only ``self.calls[1]``, which every instance holds
+    alike: fresh values differ in ``self.calls[0]`` alone, which cannot test it (as words a library's plan writes
+    differently call to call cannot test a claim on others), so the claim stands; naming ``self.calls[0]``, it is
+    set aside."""
+    padding = padding_probe()
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (blaming_bytes("self.calls", slice(1, None)), padding))
+    r = graphsafe.check(
+        T.ScaledBlocksPadAliasCounted, engine="emulate", examples=10, seed=0, database=False, isolate="none"
+    )
+    assert r.kinds == {"unpersisted-metadata"}, r.summary()
+    monkeypatch.setattr(loop, "at_stage", lambda stage: (blaming_bytes("self.calls", slice(0, 1)), padding))
+    r = graphsafe.check(
+        T.ScaledBlocksPadAliasCounted, engine="emulate", examples=10, seed=0, database=False, isolate="none"
+    )
     assert r.kinds == {"stale-padding"}, r.summary()
 
 

@@ -12,6 +12,8 @@ put into the unwritten scales (the diagnosis' fresh instances are poisoned that 
 * ``ScaledBlocksPadAlias``: padded token rows get the first live token's cache slot, so a padded row writes its
   (zero) key and value into a live request's newest slot: stale padding, found also on an instance without history.
   The partly written scale buffer must not turn that into "live rows left unwritten".
+* ``ScaledBlocksPadAliasCounted``: the same, and ``prepare()`` counts its calls into a buffer the graph reads (it
+  adds nothing): a buffer whose fresh values differ from the replayed ones and change nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +55,22 @@ class _PadAlias:
 
 class ScaledBlocksPadAlias(_PadAlias, ScaledBlocks):
     """Buggy: padded token rows write into the first live token's slot."""
+
+
+class ScaledBlocksPadAliasCounted(ScaledBlocksPadAlias):
+    """Buggy (stale padding, as :class:`ScaledBlocksPadAlias`); ``self.calls[0]`` counts prepare() calls and
+    ``self.calls[1]`` stays 0: the graph reads both, and they add nothing."""
+
+    def setup(self, spec: CaptureSpec, device) -> None:
+        super().setup(spec, device)
+        self.calls = torch.zeros(2, dtype=torch.int64, device=self.device)
+
+    def prepare(self, batch: Batch) -> None:
+        super().prepare(batch)
+        self.calls[0] += 1  # differs from a fresh instance's, whatever the batch
+
+    def forward(self):
+        return super().forward() + self.calls.clamp(max=0).sum()  # read, adds 0
 
 
 class ScaledRequests(PagedDecode):

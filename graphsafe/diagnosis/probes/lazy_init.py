@@ -116,6 +116,8 @@ def run(ctx: StepContext) -> Finding | None:
         )
         return None
     read = ", ".join(r.path for r in hits)
+    for r in hits:
+        ev.claim(KIND.value, r.key, r.region)
     return Finding(
         kind=KIND,
         message=(

@@ -12,8 +12,10 @@ A second eager run of only the failing step on a fresh instance tells the two pa
   ``info``, numerics only;
 * it does not: the difference needs the instance's history.  That is stale padding only when padding
   alone explains it: the buffers the graph reads differ from the fresh run's in padded rows (past this
-  batch's live requests) and nowhere else.  A difference in live rows (a plan kept from warm-up, an
-  accumulator never reset) is another cause, and this probe does not claim it.
+  batch's live requests) and nowhere else, and the replay comes out otherwise once those rows hold the fresh
+  run's values (:func:`graphsafe.diagnosis.padding.rows_matter`: rows past the live requests that no replay
+  reads, such as a flat index array's tail past this batch's pages, are no cause).  A difference in live rows (a
+  plan kept from warm-up, an accumulator never reset) is another cause, and this probe does not claim it.
 
 Stale padding can also make the graph race with itself: a padded row that keeps an earlier batch's cache slot
 writes there in the same launch as the live row that owns the slot now, and which write lands is undefined.
@@ -27,7 +29,15 @@ from __future__ import annotations
 from ...findings import Finding, FindingKind
 from ..context import StepContext
 from ..frozen import beyond_bound
-from ..padding import differing_rows, input_paths, padding_alone, padding_slots, unwritten_buffers, unwritten_rows
+from ..padding import (
+    differing_rows,
+    input_paths,
+    padding_alone,
+    padding_slots,
+    rows_matter,
+    unwritten_buffers,
+    unwritten_rows,
+)
 
 KIND = FindingKind.STALE_PADDING
 STAGE = "diagnosis"
@@ -87,6 +97,15 @@ def run(ctx: StepContext) -> Finding | None:
                 f"launch reads ({seen}): not padding alone",
             )
             return None  # history changed live rows, or nothing the graph reads: not padding alone
+        if not rows_matter(ctx, past, ev.fresh_scratch.buffers_after_prepare):
+            ev.note(
+                KIND.value,
+                "after the example's history, "
+                + ", ".join(f"{p}[{a}:{b + 1}]" for p, (a, b) in list(past.items())[:4])
+                + " differ from a fresh instance's past the live requests, but the replay comes out the same bit for "
+                "bit with the fresh values there: not what the graph reads",
+            )
+            return None  # rows no replay reads (a flat array's tail past this batch's pages): not the cause
         stale = [f"{path}[{first}:{last + 1}]" for path, (first, last) in past.items()]
         msg = (
             f"after an earlier, larger batch, the padding ({slots}) keeps stale values in {', '.join(stale[:4])}"

@@ -57,6 +57,8 @@ def run(ctx: StepContext) -> Finding | None:
         return None
     names = ", ".join(r.path for r in hits)
     first = hits[0]
+    for r in hits:
+        ev.claim(KIND.value, r.key, r.region)
     if first.alternate:
         how = "this step's prepare() writes it on alternate calls only (a double buffer the graph froze one copy of)"
     elif first.stale:
@@ -170,6 +172,7 @@ def _overwritten(ctx: StepContext) -> Finding | None:
                 if at < 0:
                     continue
                 name = ev.name(key, at, hi)
+                ev.claim(KIND.value, key, (at, hi))
                 return Finding(
                     kind=KIND,
                     message=(

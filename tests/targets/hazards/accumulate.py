@@ -9,6 +9,7 @@ flag (only the warm-up ran it), a replay starts from whatever the last one left.
   kernel adds each split into an fp32 accumulator, one launch per split;
 * ``TileCounterInPrepare`` / ``TileCounter``: Triton persistent varlen attention (mixed
   batches): programs take token rows from an int32 counter with ``atomic_add``;
+* ``SplitKAccumulateNeverReset`` / ``SplitKAccumulate``: the accumulator nothing resets;
 * ``LazyZeroedAccumulator`` (twin ``workspace.SplitAccumulate``): plain torch, the
   accumulator zeroed behind a flag;
 * ``LazyZeroedSplitK`` / ``SplitKAccumulate``: the Triton accumulator zeroed by a Triton
@@ -121,6 +122,19 @@ class SplitKAccumulateInPrepare(SplitKAccumulate):
     def prepare(self, batch: Batch) -> None:
         super().prepare(batch)
         self.acc.zero_()
+
+    def reset_acc(self, n: int) -> None:
+        pass
+
+
+class SplitKAccumulateNeverReset(SplitKAccumulate):
+    """Buggy (unpersisted metadata): nothing resets the accumulator, neither the graph nor ``prepare``.
+
+    How it happens: the zeroing was dropped as "the merge overwrites it anyway".  Every replay adds onto what the
+    buffer held before the step (on graphsafe's graph instance, the poison it fills floating buffers with before each
+    ``prepare``: NaN bit for bit, in every fresh instance of the diagnosis too).  Expected: unpersisted-metadata on
+    ``self.acc``.
+    """
 
     def reset_acc(self, n: int) -> None:
         pass

@@ -39,7 +39,9 @@ def ctx_for(target: Groups, readers: int, shape=(4,), eager_same: bool = False):
         ledger=ledger,
         name=lambda k, lo, hi: f"self.sched[{lo}:{hi}]",
         eager_reads_the_same=lambda k, lo, hi: eager_same,
+        claims=[],
     )
+    evidence.claim = lambda probe, k, region: evidence.claims.append((probe, k, *region))
     return SimpleNamespace(
         evidence=evidence,
         info=SimpleNamespace(launches=launches, graph_map=None, paths={key: ["self.sched"]}),
@@ -53,6 +55,13 @@ def test_a_region_two_launches_read_that_two_statements_wrote_names_both():
     assert f is not None and f.kind.value == "unpersisted-metadata"
     assert f.details["writers"][0] != f.details["writers"][1]
     assert "`self.plan([1, 2, 3, 4])`" in f.message and "`self.plan(list(self.second))`" in f.message
+
+
+def test_two_writers_claim_the_bytes_they_name_for_the_claim_experiment():
+    ctx = ctx_for(Groups(), readers=2)
+    f = _overwritten(ctx)
+    [(probe, key, lo, hi)] = ctx.evidence.claims
+    assert probe == "unpersisted-metadata" and f.where == f"self.sched[{lo}:{hi}]"
 
 
 def test_a_region_whose_readers_read_what_eager_reads_is_not_two_writers():
@@ -100,6 +109,7 @@ def fixture_ctx(target: SharedSchedule | None = None, at: int = 0):
             graph_read_tensors={key: target.int_workspace},
             ledger=SimpleNamespace(written=lambda k: k == key),
             name=lambda k, lo, hi: f"self.int_workspace[{lo}:{hi}]",
+            claim=lambda probe, k, region: None,
         ),
         info=SimpleNamespace(launches=[], graph_map=gmap, paths=rec.paths),
         session=SimpleNamespace(target=target),
