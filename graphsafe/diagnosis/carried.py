@@ -14,7 +14,7 @@ from ..capture.statics import SavedStatics, static_dict
 from ..engines.recording import Recorder
 from .context import StepContext
 
-__all__ = ["carried_inputs", "written_inputs"]
+__all__ = ["carried_inputs", "written_inputs", "handed_back"]
 
 
 #: per graph (its recording), what :func:`carried_inputs` found for each buffer: a property of the graph, so
@@ -59,3 +59,25 @@ def carried_inputs(ctx: StepContext, keys: list[int]) -> list[int]:
             for k, t in tensors.items():
                 byte_view(t).copy_(before[k])
     return [k for k in keys if known.get(k)]
+
+
+def handed_back(ctx: StepContext, keys: list[int]) -> set[int]:
+    """Of ``keys`` (buffers the graph writes), those a replay from zeroed buffers leaves zero: a work counter whose
+    kernel hands it back as it found it (its last program resets it), which carries nothing into the next replay
+    although the replay reads it first.  An accumulator is left holding what it added.  Static state restored."""
+    g = ctx.session.target
+    tensors = {k: t for k, t in storages_of(g, ctx.session.static_keys).items() if k in keys}
+    if not tensors:
+        return set()
+    saved = SavedStatics(static_dict(g), ctx.seed, ctx.region, ctx.comparator.paged)
+    before = {k: byte_view(t).clone() for k, t in tensors.items()}
+    try:
+        saved.restore()
+        for t in tensors.values():
+            fill_zero(t)
+        ctx.replay_live()
+        return {k for k, t in tensors.items() if not bool(byte_view(t).any())}
+    finally:
+        saved.restore()
+        for k, t in tensors.items():
+            byte_view(t).copy_(before[k])

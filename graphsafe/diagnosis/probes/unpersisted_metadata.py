@@ -31,7 +31,7 @@ import torch
 
 from ...capture.regions import byte_region, tensor_args
 from ...findings import Finding, FindingKind
-from ..carried import carried_inputs
+from ..carried import carried_inputs, handed_back
 from ..context import StepContext
 from ..frozen import frozen_values
 from ..writers import trace_writes
@@ -189,24 +189,22 @@ def _overwritten(ctx: StepContext) -> Finding | None:
 
 
 def _carried(ctx: StepContext) -> Finding | None:
-    """A buffer only the graph reader sees (no recorded launch reads it) that the graph reads before writing and
-    nothing resets between replays."""
+    """A buffer the graph reads before writing (its outputs change with what the buffer held) that neither
+    ``prepare()`` nor the graph resets, and that a replay leaves other than it found it: an accumulator.  A work
+    counter whose kernel hands it back as it found it (:func:`handed_back`) is no cause."""
     ev, gmap = ctx.evidence, ctx.info.graph_map
-    if gmap is None:
-        return None
     outputs = {t.untyped_storage().data_ptr() for t in ctx.graph.outputs}
-    seen = {v.key for launch in ctx.info.launches for v in tensor_args(launch)}  # (the recorder's probes judge those)
-    keys = [
-        k
-        for k in gmap.held()
-        if k in ev.graph_read_tensors and k not in outputs and k not in seen and not ev.ledger.written(k)
-    ]
+    held = gmap.held() if gmap is not None else ev.graph_read_tensors
+    keys = [k for k in held if k in ev.graph_read_tensors and k not in outputs and not ev.ledger.written(k)]
     keys = [k for k in keys if k in ev._replay_writes(set(keys))]
     if keys and frozen_values(ctx)[0]:
         # a graph frozen for another batch (its grid, its split count) can read workspace it did not write this
         # time: that is the frozen value's doing, and frozen-host-value names it
         return None
     carried = carried_inputs(ctx, keys) if keys else []
+    if carried:
+        back = handed_back(ctx, carried)
+        carried = [k for k in carried if k not in back]
     if not carried:
         return None
     names = [", ".join(ctx.info.paths.get(k) or [hex(k)]) for k in carried]

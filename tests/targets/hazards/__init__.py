@@ -65,6 +65,7 @@ TWIN_OF: dict[type, type] = {
     lazy_guard.LazyPlanClearedInPrepare: lazy_guard.PlanClearedInPrepare,
     accumulate.SplitKAccumulateInPrepare: accumulate.SplitKAccumulate,
     accumulate.LazyZeroedSplitK: accumulate.SplitKAccumulate,
+    accumulate.SplitKAccumulateNeverReset: accumulate.SplitKAccumulate,
     accumulate.LazyZeroedAccumulator: workspace.SplitAccumulate,
     accumulate.TileCounterInPrepare: accumulate.TileCounter,
 }
@@ -96,6 +97,7 @@ EXPECTED: dict[type, frozenset[str]] = {
     lazy_guard.LazyPlanClearedInPrepare: frozenset({"lazy-init"}),
     accumulate.SplitKAccumulateInPrepare: frozenset({"nondeterministic-replay"}),
     accumulate.LazyZeroedSplitK: frozenset({"lazy-init"}),
+    accumulate.SplitKAccumulateNeverReset: frozenset({"unpersisted-metadata"}),
     accumulate.LazyZeroedAccumulator: frozenset({"lazy-init"}),
     accumulate.TileCounterInPrepare: frozenset({"nondeterministic-replay"}),
 }
@@ -114,6 +116,7 @@ CAUSES: dict[type, tuple[str, str | None]] = {
     lazy_guard.LazyPlanClearedInPrepare: ("buffer:self.eager_state.split_start", None),
     accumulate.SplitKAccumulateInPrepare: ("buffer:self.acc", None),
     accumulate.LazyZeroedSplitK: ("buffer:self.acc", None),
+    accumulate.SplitKAccumulateNeverReset: ("buffer:self.acc", None),
     accumulate.LazyZeroedAccumulator: ("buffer:self.acc", None),
     accumulate.TileCounterInPrepare: ("buffer:self.counter", None),
     workspace.AccumulatorZeroedInPrepare: ("buffer:self.acc", None),
@@ -142,6 +145,7 @@ SAFE: list[type] = [
     lazy_guard.PlanClearedInPrepare,
     accumulate.SplitKAccumulate,
     accumulate.TileCounter,
+    accumulate.TileCounterResetAfter,
 ]
 
 # SplitCountFromBatchDeviceLen is the safe-ish variant of SplitCountFromBatch (a frozen host

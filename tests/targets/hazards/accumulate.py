@@ -9,6 +9,7 @@ flag (only the warm-up ran it), a replay starts from whatever the last one left.
   kernel adds each split into an fp32 accumulator, one launch per split;
 * ``TileCounterInPrepare`` / ``TileCounter``: Triton persistent varlen attention (mixed
   batches): programs take token rows from an int32 counter with ``atomic_add``;
+  ``TileCounterResetAfter`` (safe): the graph zeroes the counter after the kernel instead of before;
 * ``SplitKAccumulateNeverReset`` / ``SplitKAccumulate``: the accumulator nothing resets;
 * ``LazyZeroedAccumulator`` (twin ``workspace.SplitAccumulate``): plain torch, the
   accumulator zeroed behind a flag;
@@ -236,6 +237,19 @@ class TileCounter(VarlenAttention):
             D=D,
             BS=self.bs,
         )
+
+
+class TileCounterResetAfter(TileCounter):
+    """Safe: the graph zeroes the work counter after the persistent kernel, not before it.  The kernel reads the
+    counter before anything in the graph writes it, but every replay hands it back as zero, so each starts from
+    the zero the last one left (a persistent kernel whose last program resets its semaphore)."""
+
+    def reset_counter(self) -> None:
+        pass
+
+    def attention(self) -> None:
+        super().attention()
+        self.counter.zero_()
 
 
 class TileCounterInPrepare(TileCounter):

@@ -1,7 +1,7 @@
 """unpersisted-metadata's carried-buffer shape on a FlashInfer decode graph recorded on a GPU (the fixture): its
-float workspace, which only the graph reader sees, read before written and reset by nothing, is named; on a step
-that shows frozen values it is left to frozen-host-value (a graph frozen for another batch reads workspace it did
-not write this time)."""
+float workspace, which only the graph reader sees, read before written, reset by nothing and left changed by the
+replay, is named; one the replay hands back as it found it is not; on a step that shows frozen values it is left
+to frozen-host-value (a graph frozen for another batch reads workspace it did not write this time)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def decode_graph(monkeypatch):
         graph=SimpleNamespace(outputs=[]),
     )
     monkeypatch.setattr(unpersisted_metadata, "carried_inputs", lambda ctx, keys: list(keys))  # read before written
+    monkeypatch.setattr(unpersisted_metadata, "handed_back", lambda ctx, keys: set())  # and left changed
     return ctx, ws
 
 
@@ -45,4 +46,11 @@ def test_a_workspace_only_the_graph_reader_sees_read_before_written_is_named(dec
 def test_on_a_step_with_frozen_values_a_carried_workspace_is_left_to_frozen_host_value(decode_graph, monkeypatch):
     ctx, _ = decode_graph
     monkeypatch.setattr(unpersisted_metadata, "frozen_values", lambda ctx: FROZEN)
+    assert unpersisted_metadata._carried(ctx) is None
+
+
+def test_a_workspace_the_replay_hands_back_as_it_found_it_is_not_named(decode_graph, monkeypatch):
+    ctx, ws = decode_graph
+    monkeypatch.setattr(unpersisted_metadata, "frozen_values", lambda ctx: ([], ""))
+    monkeypatch.setattr(unpersisted_metadata, "handed_back", lambda ctx, keys: set(keys))
     assert unpersisted_metadata._carried(ctx) is None
