@@ -14,12 +14,13 @@ from ..capture.statics import SavedStatics, static_dict
 from ..engines.recording import Recorder
 from .context import StepContext
 
-__all__ = ["carried_inputs", "written_inputs", "handed_back"]
+__all__ = ["carried_inputs", "written_inputs"]
 
 
-#: per graph (its recording), what :func:`carried_inputs` found for each buffer: a property of the graph, so
-#: the examples and shrinks that fail on one graph ask once
-_CARRIED: weakref.WeakKeyDictionary[Recorder, dict[int, bool]] = weakref.WeakKeyDictionary()
+#: per graph (its recording), what :func:`carried_inputs` found for each buffer (read before written; left other
+#: than zero by a replay from zeros): a property of the graph, so the examples and shrinks that fail on one graph
+#: ask once
+_CARRIED: weakref.WeakKeyDictionary[Recorder, dict[int, tuple[bool, bool]]] = weakref.WeakKeyDictionary()
 
 
 def written_inputs(ctx: StepContext) -> list[int]:
@@ -28,13 +29,15 @@ def written_inputs(ctx: StepContext) -> list[int]:
     return [k for k, b in ext.items() if k in info.graph_written and k not in ctx.session.static_keys and b.alive()]
 
 
-def carried_inputs(ctx: StepContext, keys: list[int]) -> list[int]:
+def carried_inputs(ctx: StepContext, keys: list[int], *, accumulating: bool = False) -> list[int]:
     """Of ``keys`` (buffers the graph writes), those a replay also reads before writing: its live outputs
     change with what the buffer held before it.  Replayed once with every candidate zeroed, then once per
     candidate with it alone filled otherwise (:func:`fill_other`), static state restored each time.  A
     workspace the graph fills before reading is not one; an accumulator or a work counter that nothing in
-    the graph resets is.  A graph whose two replays over the same fills differ races (two writes to one
-    place in one launch), and then no buffer is named.  Remembered per graph."""
+    the graph resets is.  ``accumulating``: only those the replay from zeros also leaves other than zero (an
+    accumulator holds what it added; a work counter whose kernel hands it back as it found it, its last program
+    resetting it, carries nothing into the next replay).  A graph whose two replays over the same fills differ
+    races (two writes to one place in one launch), and then no buffer is named.  Remembered per graph."""
     known = _CARRIED.setdefault(ctx.graph.recording, {})
     g = ctx.session.target
     tensors = {k: t for k, t in storages_of(g, ctx.session.static_keys).items() if k in keys and k not in known}
@@ -50,34 +53,13 @@ def carried_inputs(ctx: StepContext, keys: list[int]) -> list[int]:
 
         try:
             base = replay(None)
+            changed = {k: bool(byte_view(t).any()) for k, t in tensors.items()}  # what the replay from zeros left
             if ctx.comparator.outputs(base, replay(None), ctx.batch, bitwise=True):
                 return []  # the graph differs from itself over the same fills (a race): no buffer is to blame
             for k in tensors:
-                known[k] = bool(ctx.comparator.outputs(base, replay(k), ctx.batch, bitwise=True))
+                known[k] = (bool(ctx.comparator.outputs(base, replay(k), ctx.batch, bitwise=True)), changed[k])
         finally:
             saved.restore()
             for k, t in tensors.items():
                 byte_view(t).copy_(before[k])
-    return [k for k in keys if known.get(k)]
-
-
-def handed_back(ctx: StepContext, keys: list[int]) -> set[int]:
-    """Of ``keys`` (buffers the graph writes), those a replay from zeroed buffers leaves zero: a work counter whose
-    kernel hands it back as it found it (its last program resets it), which carries nothing into the next replay
-    although the replay reads it first.  An accumulator is left holding what it added.  Static state restored."""
-    g = ctx.session.target
-    tensors = {k: t for k, t in storages_of(g, ctx.session.static_keys).items() if k in keys}
-    if not tensors:
-        return set()
-    saved = SavedStatics(static_dict(g), ctx.seed, ctx.region, ctx.comparator.paged)
-    before = {k: byte_view(t).clone() for k, t in tensors.items()}
-    try:
-        saved.restore()
-        for t in tensors.values():
-            fill_zero(t)
-        ctx.replay_live()
-        return {k for k, t in tensors.items() if not bool(byte_view(t).any())}
-    finally:
-        saved.restore()
-        for k, t in tensors.items():
-            byte_view(t).copy_(before[k])
+    return [k for k in keys if k in known and known[k][0] and (known[k][1] or not accumulating)]

@@ -13,7 +13,7 @@ from .context import StepContext
 from .evidence import Evidence
 from .frozen import diff_launches, frozen_by_recapture
 from .padding import RACE_PAIRS, race
-from .repair import PreReplay, Repair, attributed, inert, repair
+from .repair import Repair, attributed, inert, repair, replay_state_kept
 
 __all__ = ["diagnose", "heatmap", "ruled_out"]
 
@@ -118,8 +118,7 @@ def _race(ctx: StepContext, seen: list[Mismatch] | None = None) -> Finding | Non
     pre = ctx.before_replay
     if pre is None:
         return None
-    after = PreReplay(ctx)
-    try:
+    with replay_state_kept(ctx):
         mism = seen or []
         for _ in range(0 if seen else RACE_PAIRS):
             pre.restore()
@@ -131,9 +130,6 @@ def _race(ctx: StepContext, seen: list[Mismatch] | None = None) -> Finding | Non
         pre.restore()
         found, _ = race(ctx, pre.statics, mism)
         return found
-    finally:
-        after.restore()
-        ctx.engine.synchronize()
 
 
 #: kinds whose probes name a buffer from its history: the repair experiment must not name another

@@ -12,7 +12,7 @@ from ..findings import Finding, FindingKind, Mismatch
 from .carried import carried_inputs, written_inputs
 from .context import StepContext
 from .evidence import Evidence
-from .repair import PreReplay, replay_with, same_replay
+from .repair import replay_state_kept, replay_with, same_replay
 
 __all__ = [
     "RACE_PAIRS",
@@ -81,15 +81,11 @@ def rows_matter(ctx: StepContext, rows: dict[str, tuple[int, int]], fresh: dict[
         units.append((g[first : last + 1], f[first : last + 1]))
     if not units:
         return True
-    after = PreReplay(ctx)
-    try:
+    with replay_state_kept(ctx):
         base = replay_with(ctx, pre)
         if not same_replay(base, replay_with(ctx, pre)):
             return True
         return not same_replay(base, replay_with(ctx, pre, units))
-    finally:
-        after.restore()
-        ctx.engine.synchronize()
 
 
 def _row_span(bad: torch.Tensor) -> tuple[int, int]:

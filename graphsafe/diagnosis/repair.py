@@ -28,8 +28,9 @@ slots writing into live state: the padding probes name those).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +47,17 @@ from .context import StepContext
 from .evidence import ScratchRun, warmup_wrote_last
 from .writers import trace_writes
 
-__all__ = ["PreReplay", "Repair", "Claim", "repair", "attributed", "inert", "replay_with", "same_replay"]
+__all__ = [
+    "PreReplay",
+    "Repair",
+    "Claim",
+    "repair",
+    "attributed",
+    "inert",
+    "replay_with",
+    "same_replay",
+    "replay_state_kept",
+]
 
 #: at most this many buffers are tried one by one; past it only the whole set (then nothing is named)
 MAX_SINGLE = 24
@@ -68,8 +79,16 @@ class PreReplay:
         self.statics.restore()
 
 
-def _bitwise(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(byte_view(a), byte_view(b))
+@contextlib.contextmanager
+def replay_state_kept(ctx: StepContext) -> Iterator[None]:
+    """Around an experiment that replays this step from the state before its replay: the graph instance's buffers
+    and static state are given back afterwards as the step's own replay left them."""
+    after = PreReplay(ctx)
+    try:
+        yield
+    finally:
+        after.restore()
+        ctx.engine.synchronize()
 
 
 Replayed = tuple[list[torch.Tensor], dict[str, torch.Tensor]]  # a replay's live rows and static state (copies)
@@ -87,7 +106,7 @@ def replay_with(ctx: StepContext, pre: PreReplay, units: Sequence[tuple[torch.Te
 
 def same_replay(x: Replayed, y: Replayed) -> bool:
     """Did two replays give the same live rows and static state, bit for bit?"""
-    return all(_bitwise(a, b) for a, b in zip(x[0], y[0])) and all(_bitwise(x[1][n], y[1][n]) for n in x[1])
+    return all(same_bits(a, b) for a, b in zip(x[0], y[0])) and all(same_bits(x[1][n], y[1][n]) for n in x[1])
 
 
 @dataclass
@@ -117,7 +136,6 @@ def inert(ctx: StepContext, keys: set[int], regions: list[tuple[int, int, int]] 
     if pre is None or ctx.evidence is None or not keys or not keys <= set(pre.tensors):
         return Claim(False)
     named = [(k, lo, hi) for k, lo, hi in regions or () if k in keys]
-    after = PreReplay(ctx)
 
     def claimed(units: Units | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [u for k in keys for u in (units or {}).get(k, [])]
@@ -137,7 +155,7 @@ def inert(ctx: StepContext, keys: set[int], regions: list[tuple[int, int, int]] 
     def replay(units: Units | None = None) -> Replayed:
         return replay_with(ctx, pre, claimed(units))
 
-    try:
+    with replay_state_kept(ctx):
         tried = [units for units in _fresh_values(ctx, pre).values() if tests_claim(units)]
         if not tried:  # every fresh instance holds the same there: no experiment (a buffer shared by design is so
             return Claim(False)  # in every instance, and a probe may still prove it the cause, as two writers of a plan
@@ -148,9 +166,6 @@ def inert(ctx: StepContext, keys: set[int], regions: list[tuple[int, int, int]] 
             )
             return Claim(False, race)
         return Claim(all(same_replay(base, replay(units)) for units in tried))
-    finally:
-        after.restore()
-        ctx.engine.synchronize()
 
 
 @dataclass
@@ -245,7 +260,6 @@ def repair(ctx: StepContext) -> Repair:
     pre: PreReplay | None = ctx.before_replay
     if pre is None:
         return Repair(False)
-    after = PreReplay(ctx)
     replays = tried = 0
 
     def trial(units: Units, keys: list[int]) -> bool:
@@ -259,7 +273,7 @@ def repair(ctx: StepContext) -> Repair:
         static = static_dict(ctx.session.target)
         return not ctx.comparator.step(live, ctx.eager_live, static, ctx.eager_static, ctx.batch, ctx.region)
 
-    try:
+    with replay_state_kept(ctx):
         every = _fresh_values(ctx, pre)
         differing = frozenset(k for units in every.values() for k in units)
         for source in SOURCES:
@@ -279,9 +293,6 @@ def repair(ctx: StepContext) -> Repair:
             padding = _past_live(ctx, pre, keys[0], trial)
             return Repair(True, tuple(keys), names, source, replays, len(units), padding, differing)
         return Repair(False, replays=replays, tried=tried, differing=differing)
-    finally:
-        after.restore()
-        ctx.engine.synchronize()
 
 
 def _past_live(ctx: StepContext, pre: PreReplay, key: int, trial) -> bool:

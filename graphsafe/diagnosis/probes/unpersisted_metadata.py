@@ -31,7 +31,7 @@ import torch
 
 from ...capture.regions import byte_region, tensor_args
 from ...findings import Finding, FindingKind
-from ..carried import carried_inputs, handed_back
+from ..carried import carried_inputs
 from ..context import StepContext
 from ..frozen import frozen_values
 from ..writers import trace_writes
@@ -191,7 +191,7 @@ def _overwritten(ctx: StepContext) -> Finding | None:
 def _carried(ctx: StepContext) -> Finding | None:
     """A buffer the graph reads before writing (its outputs change with what the buffer held) that neither
     ``prepare()`` nor the graph resets, and that a replay leaves other than it found it: an accumulator.  A work
-    counter whose kernel hands it back as it found it (:func:`handed_back`) is no cause."""
+    counter whose kernel hands it back as it found it is no cause (:func:`carried_inputs`, ``accumulating``)."""
     ev, gmap = ctx.evidence, ctx.info.graph_map
     outputs = {t.untyped_storage().data_ptr() for t in ctx.graph.outputs}
     held = gmap.held() if gmap is not None else ev.graph_read_tensors
@@ -201,10 +201,7 @@ def _carried(ctx: StepContext) -> Finding | None:
         # a graph frozen for another batch (its grid, its split count) can read workspace it did not write this
         # time: that is the frozen value's doing, and frozen-host-value names it
         return None
-    carried = carried_inputs(ctx, keys) if keys else []
-    if carried:
-        back = handed_back(ctx, carried)
-        carried = [k for k in carried if k not in back]
+    carried = carried_inputs(ctx, keys, accumulating=True) if keys else []
     if not carried:
         return None
     names = [", ".join(ctx.info.paths.get(k) or [hex(k)]) for k in carried]

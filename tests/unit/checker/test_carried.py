@@ -31,8 +31,8 @@ def decode_graph(monkeypatch):
         info=SimpleNamespace(launches=[], graph_map=gmap, paths=rec.paths),
         graph=SimpleNamespace(outputs=[]),
     )
-    monkeypatch.setattr(unpersisted_metadata, "carried_inputs", lambda ctx, keys: list(keys))  # read before written
-    monkeypatch.setattr(unpersisted_metadata, "handed_back", lambda ctx, keys: set())  # and left changed
+    # read before written, and left changed by a replay from zeros
+    monkeypatch.setattr(unpersisted_metadata, "carried_inputs", lambda ctx, keys, accumulating=False: list(keys))
     return ctx, ws
 
 
@@ -52,5 +52,8 @@ def test_on_a_step_with_frozen_values_a_carried_workspace_is_left_to_frozen_host
 def test_a_workspace_the_replay_hands_back_as_it_found_it_is_not_named(decode_graph, monkeypatch):
     ctx, ws = decode_graph
     monkeypatch.setattr(unpersisted_metadata, "frozen_values", lambda ctx: ([], ""))
-    monkeypatch.setattr(unpersisted_metadata, "handed_back", lambda ctx, keys: set(keys))
+    # read before written, but handed back as a replay from zeros found it
+    monkeypatch.setattr(
+        unpersisted_metadata, "carried_inputs", lambda ctx, keys, accumulating=False: [] if accumulating else list(keys)
+    )
     assert unpersisted_metadata._carried(ctx) is None
