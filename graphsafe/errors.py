@@ -141,10 +141,11 @@ class ContextBroken(TargetCrashed):
     (nothing more can run in that process), so the example is the one drawn, not shrunk.
     """
 
-    _fields: ClassVar[tuple[str, ...]] = ("where", "exitcode", "steps", "step", "size")
+    _fields: ClassVar[tuple[str, ...]] = ("where", "exitcode", "steps", "step", "size", "capture")
     steps: Any = ()
     step: int = -1
     size: int = 0
+    capture: Any = None  # how the example's graph was captured: {"policy": name, "batch": a drawn batch or None}
 
 
 class TargetTimeout(TargetFailure):
@@ -166,12 +167,13 @@ class ReplayHung(TargetTimeout):
     replay hung, ``size`` its graph's size, ``seconds`` how long it had run, ``longest`` the longest replay
     before it."""
 
-    _fields: ClassVar[tuple[str, ...]] = ("where", "timeout", "steps", "step", "size", "seconds", "longest")
+    _fields: ClassVar[tuple[str, ...]] = ("where", "timeout", "steps", "step", "size", "seconds", "longest", "capture")
     steps: Any = ()
     step: int = 0
     size: int = 0
     seconds: float = 0.0
     longest: float = 0.0
+    capture: Any = None  # as ContextBroken's
 
 
 class CaptureError(GraphsafeError):

@@ -44,6 +44,9 @@ class KindInfo:
     precedence: int  # lower is more specific: the kind that a group of findings of one cause reports
     symptom: bool  # names no cause of its own, only an output: joins a finding that names one
     ruled_out: str = ""  # for a step probe that saw nothing: what a replay-mismatch's "ruled out" says of it
+    #: its probe decides from recordings, ledgers and eager runs alone, never replaying the graph: it runs for a step
+    #: whose replay faults or never ends (in a fresh process, :mod:`graphsafe.diagnosis.unreplayable`)
+    without_replay: bool = False
 
 
 #: every finding kind, in the order their probes run within a stage
@@ -63,6 +66,7 @@ KINDS: dict[FindingKind, KindInfo] = {
         probe="stale_pointer",
         precedence=1,
         symptom=False,
+        without_replay=True,
         ruled_out="every buffer the graph reads is still alive",
     ),
     FindingKind.NONDETERMINISTIC_REPLAY: KindInfo(
@@ -81,6 +85,7 @@ KINDS: dict[FindingKind, KindInfo] = {
         probe="lazy_init",
         precedence=2,
         symptom=False,
+        without_replay=True,
     ),
     FindingKind.UNPERSISTED_METADATA: KindInfo(
         explanation="The graph reads a buffer that prepare() no longer writes: this step's metadata went into a new tensor or another attribute, so every replay sees the capture's (or an older step's) metadata.",
@@ -97,6 +102,7 @@ KINDS: dict[FindingKind, KindInfo] = {
         probe="frozen_host_value",
         precedence=3,
         symptom=False,
+        without_replay=True,
     ),
     FindingKind.OUTPUT_NOT_WRITTEN: KindInfo(
         explanation="The replay leaves some live output positions unwritten: they keep whatever the buffer held before.",

@@ -25,6 +25,7 @@ __all__ = [
     "paths_by_storage",
     "byte_view",
     "same_bits",
+    "alike_bytes",
     "typed_view",
 ]
 
@@ -64,6 +65,23 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     return torch.equal(a.reshape(-1).contiguous().view(torch.uint8), b.reshape(-1).contiguous().view(torch.uint8))
+
+
+_WORD = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # an integer dtype of each element size
+
+
+def alike_bytes(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Do the byte runs ``a`` and ``b`` (flat uint8, one length) hold the same elements of ``dtype``, where a NaN
+    matches any NaN?  Every NaN stands for "nobody wrote this": the poison's, or a value computed from it (a GPU's
+    arithmetic gives the canonical NaN, a CPU keeps the poison's payload).  Other elements compare bit for bit; a
+    run not whole elements of a floating ``dtype`` compares byte for byte."""
+    if torch.equal(a, b):
+        return True
+    size = torch.empty(0, dtype=dtype).element_size()
+    if not dtype.is_floating_point or a.numel() != b.numel() or a.numel() % size or size not in _WORD:
+        return False
+    x, y = a.view(dtype), b.view(dtype)
+    return bool(((a.view(_WORD[size]) == b.view(_WORD[size])) | (x.isnan() & y.isnan())).all())
 
 
 def typed_view(t: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ from .plans import Phase, Plan, drawn_plans, phases, session_plans
 from .steps import ExampleRunner, Symptom, target_error
 from .targets import resolve_target, validate_target
 
-__all__ = ["run_check", "reproduce", "prepared", "Progress"]
+__all__ = ["run_check", "reproduce", "prepared", "phase_session", "Progress"]
 
 
 # -- set-up shared by check and reproduce ----------------------------------------------------------
@@ -93,7 +93,7 @@ def prepared(target: Any, options: CheckOptions) -> Prepared:
     return Prepared(cls, name, spec, engine, support, enabled, options, result)
 
 
-def _session(
+def phase_session(
     p: Prepared, sizes: tuple[int, ...], policy: CapturePolicy, known_writes: LearnedWrites | None = None
 ) -> CaptureSession | None:
     """The phase's session, or None with the result's finding set when it could not capture."""
@@ -233,7 +233,7 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
             runner = p.runner(None, known_writes=learned)
             strategy = drawn_plans(p.spec, support, sizes, options.steps)
         else:
-            session = _session(p, sizes, phase.policy, known_writes=learned)
+            session = phase_session(p, sizes, phase.policy, known_writes=learned)
             if session is None:
                 if any(f.kind == FindingKind.TARGET_ERROR for f in p.result.findings):
                     break  # setup() or prepare() raises whatever the capture: every phase would
@@ -430,7 +430,7 @@ def reproduce(
     else:
         plan = Plan(tuple(batches))
         policy = next((q for q in options.policies_for(p.cls) if q.batch is not None), POLICIES["worst"])
-        main = _session(p, options.sizes_for(p.spec), policy)
+        main = phase_session(p, options.sizes_for(p.spec), policy)
         if main is None:
             return p.result
     runner = p.runner(main)

@@ -28,6 +28,7 @@ from ..diagnosis import at_stage
 from ..diagnosis.context import StepContext
 from ..diagnosis.loop import diagnose
 from ..diagnosis.repair import PreReplay
+from ..diagnosis.unreplayable import WITHOUT_REPLAY, diagnose_without_replay
 from ..engines import Engine, as_outputs, replay_clock
 from ..errors import ContextBroken, ContractError, TargetRaised
 from ..findings import Finding, FindingKind, Mismatch
@@ -102,6 +103,9 @@ class ExampleRunner:
         #: goes on undiagnosed
         self.dismissed: set[tuple[str, int | None]] = set()
         self.on_diagnose: Callable[[], None] | None = None  # told before a diagnosis (it re-runs the target)
+        #: a step index whose replay faulted or never ended in another process: that step is diagnosed without
+        #: replaying it (:mod:`graphsafe.diagnosis.unreplayable`), and the example ends there
+        self.unreplayable_step: int | None = None
         self._made: list[
             Any
         ] = []  # weak references to the instances and graphs this runner made (None: not weak-referable)
@@ -159,8 +163,20 @@ class ExampleRunner:
         else:
             what += " before the example's first step (its set-up or capture)"
         return ContextBroken(
-            what, where=getattr(e, "where", ""), steps=[b.to_dict() for b in plan.steps], step=step, size=size
+            what,
+            where=getattr(e, "where", ""),
+            steps=[b.to_dict() for b in plan.steps],
+            step=step,
+            size=size,
+            capture=self._capture_of(plan),
         )
+
+    def _capture_of(self, plan: Plan) -> dict:
+        """How ``plan``'s graph was captured, for a fresh process to capture it again: the capture policy's name,
+        and the drawn capture batch (None: the phase's session, every capture size)."""
+        if plan.capture is not None:
+            return {"policy": "drawn", "batch": plan.capture.to_dict()}
+        return {"policy": self.main.policy.name if self.main is not None else "", "batch": None}
 
     def _session(self, plan: Plan) -> CaptureSession:
         if plan.capture is None:
@@ -230,12 +246,14 @@ class ExampleRunner:
         padded: list[Batch] = []
         region = self.comparator.region(static_dict(g), [*plan.steps, *(i.batch for i in session.infos.values())])
         ctx = None
-        replay_clock.example(plan.steps)  # a sandbox's parent names the step of a replay that never ends
+        replay_clock.example(plan.steps, self._capture_of(plan))  # a sandbox's parent names a replay that never ends
         for batch in plan.steps:
             size = session.size_for(batch.num_reqs)
             graph, info = session.graphs[size], session.infos[size]
             if batch.seed == info.batch.seed:
                 raise AssertionError("graphsafe bug: a replayed batch reuses the capture batch's seed (inputs)")
+            if len(history) == self.unreplayable_step:
+                return self._without_replay(session, eager, [*history, batch], [*padded, batch.padded(size)], seed)
             pb = batch.padded(size)
             replay_clock.step(len(history))
             history.append(batch)
@@ -291,6 +309,44 @@ class ExampleRunner:
                 diagnosed = self._diagnosed(ctx, mism)
                 return None if diagnosed is _GOES_ON else diagnosed
         return None
+
+    def _without_replay(
+        self, session: CaptureSession, eager: Any, history: list[Batch], padded: list[Batch], seed: int
+    ) -> Finding | None:
+        """The last step of ``history``, whose replay faulted or never ended elsewhere: prepared, its step probes
+        and diagnosis run without replaying the graph (:func:`diagnose_without_replay`); its finding, or None when
+        nothing that needs no replay explains it."""
+        batch, size = history[-1], session.size_for(history[-1].num_reqs)
+        g = session.target
+        session.poison()
+        call_target("prepare(batch)", g.prepare, padded[-1])
+        ctx = StepContext(
+            target_cls=self.cls,
+            target_name=self.name,
+            spec=self.spec,
+            engine=self.engine,
+            session=session,
+            graph=session.graphs[size],
+            info=session.infos[size],
+            history=history,
+            padded=padded,
+            seed=seed,
+            comparator=self.comparator,
+            unreplayable=True,
+        )
+        self.steps_run += 1
+        for step_probe in WITHOUT_REPLAY["step"]:
+            f = step_probe.run(ctx)
+            if f is not None:
+                return self._finish(f, step_probe.name, ctx)
+        call_target("prepare(batch) [eager]", eager.prepare, batch)
+        out_e = call_target("forward() [eager]", eager.forward)
+        ctx.eager_live, ctx.eager_static = live_rows(eager, out_e, batch), static_dict(eager)
+        ctx.graph_static = static_dict(g)
+        total = sum(t.numel() for t in ctx.eager_live)
+        ctx.mismatches = [Mismatch("replay", total, total, math.inf, math.inf)]  # no replay result: every value
+        f, probe = diagnose_without_replay(ctx)
+        return None if f is None else self._finish(f, probe, ctx)
 
     def _diagnosed(self, ctx: StepContext, mism: list) -> Finding | Symptom | None | Literal[_Verdict.GOES_ON]:
         """The finding for a step that differed (its :class:`Symptom` when this run does not diagnose); None when

@@ -38,6 +38,8 @@ def carried_inputs(ctx: StepContext, keys: list[int], *, accumulating: bool = Fa
     accumulator holds what it added; a work counter whose kernel hands it back as it found it, its last program
     resetting it, carries nothing into the next replay).  A graph whose two replays over the same fills differ
     races (two writes to one place in one launch), and then no buffer is named.  Remembered per graph."""
+    if ctx.unreplayable:  # a replay would fault or never end: nothing can be shown carried
+        return []
     known = _CARRIED.setdefault(ctx.graph.recording, {})
     g = ctx.session.target
     tensors = {k: t for k, t in storages_of(g, ctx.session.static_keys).items() if k in keys and k not in known}

@@ -19,6 +19,7 @@ from ..capture.context import CaptureInfo, live_rows
 from ..capture.ledger import float_bytes, poison_bytes
 from ..contract import Batch, CaptureSpec
 from ..engines import Engine, Graph
+from ..errors import InternalError
 from ..findings import Mismatch
 
 __all__ = ["StepContext"]
@@ -48,6 +49,8 @@ class StepContext:
     mismatches: list[Mismatch] = field(default_factory=list)
     evidence: Any = None  # an Evidence (graphsafe.diagnosis.evidence), set when the step is diagnosed
     before_replay: Any = None  # a PreReplay (graphsafe.diagnosis.repair), saved by a run that diagnoses
+    #: this step's replay faulted or never ended in another process: nothing may replay the graph here
+    unreplayable: bool = False
 
     @property
     def batch(self) -> Batch:
@@ -87,6 +90,11 @@ class StepContext:
         copies are ordered after the replay on its stream): for a replay followed by another of the same
         graph, with only the graph instance's own device work between; the later one's wait (the engine's
         ``synchronize()``) is when both count as finished."""
+        if self.unreplayable:
+            raise InternalError(
+                "graphsafe bug: a diagnosis replayed the graph of a step whose replay faults or never ends; only "
+                "probes registered without_replay may run there"
+            )
         outs = self.graph.outputs
         if fill is None:
             poison_bytes(self._output_bytes())

@@ -280,7 +280,7 @@ class Evidence:
     def _replay_writes(self, keys: set[int]) -> set[int]:
         """Which of ``keys`` a replay of the graph writes, whatever it writes: replayed over two fills."""
         tensors = {k: t for k, t in self.graph_read_tensors.items() if k in keys}
-        if not tensors:
+        if not tensors or self.ctx.unreplayable:  # (unreplayable: a replay would fault or never end)
             return set()
         graph = self.ctx.graph
         return prepare_writes(tensors, lambda: (graph.replay(), self.ctx.engine.synchronize()))  # type: ignore[func-returns-value]  # the tuple only runs both

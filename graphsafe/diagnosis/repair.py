@@ -39,7 +39,7 @@ import torch
 from ..capture.compare import compare_many
 from ..capture.ledger import storages_of
 from ..capture.regions import byte_region
-from ..capture.statewalk import byte_view, paths_by_storage, same_bits, storage_key, walk
+from ..capture.statewalk import alike_bytes, byte_view, paths_by_storage, same_bits, storage_key, walk
 from ..capture.statics import SavedStatics, static_dict
 from ..engines.recording import TensorArg
 from ..findings import Finding, FindingKind, Mismatch
@@ -126,7 +126,9 @@ def inert(ctx: StepContext, keys: set[int], regions: list[tuple[int, int, int]] 
     (:data:`SOURCES`); the claim is inert when every such replay gives the baseline's live rows and static state bit
     for bit.  Where the probe named the bytes it says the graph read wrong (``regions``: storage key, first byte,
     end byte), only a source whose fresh value differs in those bytes tests the claim: one that differs elsewhere in
-    the buffer (words a plan writes differently call to call, rows no request uses) leaves the claim untested.  Not
+    the buffer (words a plan writes differently call to call, rows no request uses) leaves the claim untested; so
+    does a NaN where the graph instance holds NaN (:func:`alike_bytes`: a poisoned buffer an eager run added to
+    holds the GPU's canonical NaN, not the poison's bits, and is as unwritten as before).  Not
     inert (the claim stands) when no source tests it (no experiment to run: a workspace every instance shares by
     design holds the same bytes in all of them, a plan every fresh ``prepare()`` overwrites alike), or when a claimed
     storage is not one the replay reads through an attribute path (a rebound buffer's old storage: no repair can reach
@@ -135,22 +137,23 @@ def inert(ctx: StepContext, keys: set[int], regions: list[tuple[int, int, int]] 
     pre: PreReplay | None = ctx.before_replay
     if pre is None or ctx.evidence is None or not keys or not keys <= set(pre.tensors):
         return Claim(False)
-    named = [(k, lo, hi) for k, lo, hi in regions or () if k in keys]
+    named = [(k, lo, hi) for k, lo, hi in regions or () if k in keys] or [(k, 0, pre.bytes[k].numel()) for k in keys]
 
     def claimed(units: Units | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [u for k in keys for u in (units or {}).get(k, [])]
 
     def tests_claim(units: Units) -> bool:
         """Does this source's fresh value change a byte the claim names (any byte of the buffer, where it names
-        none)?"""
+        none)?  A NaN where the graph instance holds NaN changes nothing: both say nobody wrote it."""
         if not keys & set(units):
             return False
-        if not named:
-            return True
         pre.restore()
         for dst, src in claimed(units):
             dst.copy_(src)
-        return any(not torch.equal(byte_view(pre.tensors[k])[lo:hi], pre.bytes[k][lo:hi]) for k, lo, hi in named)
+        return any(
+            not alike_bytes(byte_view(pre.tensors[k])[lo:hi], pre.bytes[k][lo:hi], pre.tensors[k].dtype)
+            for k, lo, hi in named
+        )
 
     def replay(units: Units | None = None) -> Replayed:
         return replay_with(ctx, pre, claimed(units))

@@ -51,10 +51,17 @@ class Clock:
             return None
         raw = bytes(self.plan).split(b"\0", 1)[0]
         try:
-            steps = json.loads(raw.decode()) if raw else []
+            plan = json.loads(raw.decode()) if raw else {}
         except ValueError:  # written while the child was killed: the numbers still stand
-            steps = []
-        return {"seconds": ran, "longest": n[_LONGEST], "size": int(n[_SIZE]), "step": int(n[_STEP]), "steps": steps}
+            plan = {}
+        return {
+            "seconds": ran,
+            "longest": n[_LONGEST],
+            "size": int(n[_SIZE]),
+            "step": int(n[_STEP]),
+            "steps": plan.get("steps", []),
+            "capture": plan.get("capture"),
+        }
 
 
 _clock: Clock | None = None
@@ -83,12 +90,16 @@ def replay_done() -> None:
         c.numbers[_RUNNING] = 0.0
 
 
-def example(steps: Sequence[Any]) -> None:
-    """The example about to run: its steps (each with ``to_dict()``), for the parent's report of a hang."""
+def example(steps: Sequence[Any], capture: dict | None = None) -> None:
+    """The example about to run: its steps (each with ``to_dict()``) and how its graph was captured (``capture``:
+    the policy's name and a drawn capture batch), for the parent's report of a hang and a fresh process that
+    decides its cause."""
     c = _clock
     if c is None:
         return
-    data = json.dumps([s.to_dict() for s in steps]).encode()[: PLAN_BYTES - 1]
+    data = json.dumps({"steps": [s.to_dict() for s in steps], "capture": capture}).encode()
+    if len(data) >= PLAN_BYTES:  # (too long to publish whole: the steps alone say which replay hung)
+        data = json.dumps({"steps": [s.to_dict() for s in steps][:64], "capture": None}).encode()[: PLAN_BYTES - 1]
     c.plan[: len(data) + 1] = data + b"\0"
     c.numbers[_EXAMPLE] += 1
 

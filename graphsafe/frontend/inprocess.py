@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..checker import CheckOptions, Progress, run_check
+from ..checker.unreplayable import cause_without_replay
 from ..engines.userframe import innermost_user_frame
 from ..errors import TargetTimeout
 from ..findings import CheckResult
@@ -120,12 +121,15 @@ def run_here(
     label: str = "",
     limit: bool = True,
     progress: Callable[[Progress], None] | None = None,
+    fault: dict | None = None,
 ) -> CheckResult:
-    """``run_check`` under ``run.profile`` and (with ``limit``) ``run.timeout``, then the reports."""
+    """``run_check`` under ``run.profile`` and (with ``limit``) ``run.timeout``, then the reports.  With ``fault``
+    (a failed replay's example, as a sandbox's parent gives it) the failed replay's cause instead:
+    :func:`~graphsafe.checker.unreplayable.cause_without_replay`."""
     profile = hypothesis_profile(run.profile) if run.profile else contextlib.nullcontext()
     timer = deadline(run.timeout, label or str(target)) if limit else contextlib.nullcontext()
     with profile, timer:
-        result = run_check(target, check, progress)
+        result = run_check(target, check, progress) if fault is None else cause_without_replay(target, check, fault)
     if run.report_dir is not None:
         # pruning replays old reports' steps: under the same limit, and a hang there costs no result
         replaying = (

@@ -1,5 +1,6 @@
-"""A replay that never ends (a kernel fed stale plan data running away) is reported as soon as it has run
-far past every replay before it, with the step whose replay it was, not at the check's timeout."""
+"""A replay that never ends (a kernel fed stale plan data running away) is caught as soon as it has run far past
+every replay before it, not at the check's timeout; a fresh process then runs that example again and decides the
+cause without replaying that step, and where nothing explains it the check raises ReplayHung naming the step."""
 
 from __future__ import annotations
 
@@ -16,23 +17,50 @@ def short_floor(monkeypatch):
     monkeypatch.setattr(replay_clock, "HANG_FLOOR_S", 3.0)
 
 
-def test_a_replay_that_never_ends_is_reported_with_its_step_before_the_timeout(engine, short_floor):
+def test_a_replay_that_never_ends_gets_its_cause_from_a_fresh_process_before_the_timeout(engine, short_floor):
+    result = graphsafe.check(
+        HangsInReplay,
+        engine=engine,
+        examples=2,
+        seed=0,
+        database=False,
+        capture="worst",
+        isolate="target",
+        timeout=600,
+    )
+    (f,) = result.findings
+    assert f.kind.value == "frozen-host-value" and f.where == "_spin_until.total"
+    assert "replay never ended" in f.message and "without replaying it" in f.message
+    assert any("ran that example again in a fresh process" in n and "does not end" in n for n in result.notes)
+
+
+def hung(**fields) -> graphsafe.ReplayHung:
+    steps = [{"query_lens": [1], "seq_lens": [3], "seed": 1}]
+    base = dict(steps=steps, step=0, size=1, seconds=30.0, capture={"policy": "worst", "batch": None})
+    return graphsafe.ReplayHung("t: the replay of step 0 ran 30.0 s: a kernel that does not end", **{**base, **fields})
+
+
+def test_a_hang_no_replay_free_probe_explains_stays_a_replay_hung_that_says_so():
+    from graphsafe.findings import CheckResult
+    from graphsafe.frontend.sandbox.faults import cause_elsewhere
+
+    asked = []
     with pytest.raises(graphsafe.ReplayHung) as info:
-        graphsafe.check(
-            HangsInReplay,
-            engine=engine,
-            examples=2,
-            seed=0,
-            database=False,
-            capture="worst",
-            isolate="target",
-            timeout=600,
+        cause_elsewhere(
+            hung(), lambda fault: asked.append(fault) or CheckResult("t", "emulate", HangsInReplay.default_spec, ())
         )
-    err = info.value
-    assert isinstance(err, graphsafe.TargetTimeout) and err.exit_code == 3
-    assert err.steps and 0 <= err.step < len(err.steps)
-    assert err.seconds >= 3.0 and "does not end" in err.message
-    assert f"seq_lens={err.steps[err.step]['seq_lens']}" in err.message
+    assert asked[0]["step"] == 0 and asked[0]["capture"] == {"policy": "worst", "batch": None}
+    assert "nothing that needs no replay" in info.value.message and info.value.step == 0 and info.value.steps
+
+
+def test_a_fresh_process_that_fails_too_leaves_the_original_error_with_its_reason():
+    from graphsafe.frontend.sandbox.faults import cause_elsewhere
+
+    def ask(fault):
+        raise graphsafe.TargetCrashed("t: the sandbox process died (SIGSEGV)")
+
+    with pytest.raises(graphsafe.ReplayHung, match="failed too .TargetCrashed: t: the sandbox process died"):
+        cause_elsewhere(hung(), ask)
 
 
 def test_the_clock_is_overdue_only_past_the_floor_and_the_longest_replay_before():
@@ -53,3 +81,12 @@ def test_the_clock_is_overdue_only_past_the_floor_and_the_longest_replay_before(
         assert late is not None and late["size"] == 4
     finally:
         replay_clock.install(None)
+
+
+def test_a_hang_that_names_no_example_is_raised_as_it_is():
+    from graphsafe.frontend.sandbox.faults import cause_elsewhere
+
+    err, asked = hung(steps=()), []
+    with pytest.raises(graphsafe.ReplayHung) as info:
+        cause_elsewhere(err, asked.append)
+    assert info.value is err and not asked

@@ -1,8 +1,10 @@
-"""What a sandbox process's death means: its exit code or signal, and where the target was.
+"""What a sandbox process's death means: its exit code or signal, where the target was, and what caused a replay
+that took the process with it.
 
 The child writes every thread's stack with :mod:`faulthandler` on a fatal signal (and on
 ``SIGUSR1``, which the parent sends before it kills a hung child); :func:`where_in_dump`
-names the innermost frame of the target's own code in that text.
+names the innermost frame of the target's own code in that text.  :func:`cause_elsewhere` asks a fresh
+process for the cause of a replay that never ended or faulted.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ from __future__ import annotations
 import os
 import re
 import signal
+from collections.abc import Callable
 
 from ...engines.userframe import display_path, innermost_user_frame
+from ...errors import ContextBroken, GraphsafeError, ReplayHung
+from ...findings import CheckResult
 
-__all__ = ["death_text", "where_in_dump"]
+__all__ = ["death_text", "where_in_dump", "cause_elsewhere"]
 
 _SIGNAL_MEANING = {
     "SIGSEGV": "an illegal memory access or a bad pointer",
@@ -63,3 +68,39 @@ def where_in_dump(dump: str) -> str:
         return where
     ours = next((f for f in frames if os.path.abspath(f["file"]).startswith(_GRAPHSAFE + os.sep)), frames[0])
     return f"{display_path(ours['file'])}:{ours['line']} in {ours['func']}"
+
+
+def cause_elsewhere(err: ReplayHung | ContextBroken, ask: Callable[[dict], CheckResult]) -> CheckResult:
+    """A check's process was lost to a replay that never ended or faulted (``err`` names its example): ``ask``
+    (the sandbox's request to a fresh child) runs that example again and decides the failed replay's cause without
+    replaying it (:mod:`graphsafe.checker.unreplayable`).  Its result, with a note; ``err`` again, with what the
+    fresh process saw, when it names no cause; ``err`` as it is when it names no example (nothing to run again)."""
+    if not (err.capture and err.steps and 0 <= err.step < len(err.steps)):
+        raise err  # no example named: nothing to run again
+    what = "never ended" if isinstance(err, ReplayHung) else "faulted"
+    fields = {n: getattr(err, n) for n in err._fields}
+    try:
+        result = ask({"steps": list(err.steps), "step": err.step, "size": err.size, "capture": err.capture})
+    except GraphsafeError as again:
+        first = (again.message.strip().splitlines() or [""])[0]
+        raise type(err)(
+            f"{err.message}; running that example again in a fresh process to decide its cause failed too "
+            f"({type(again).__name__}: {first})",
+            **fields,
+        ) from None
+    if not result.findings:
+        raise type(err)(
+            f"{err.message}; a fresh process ran that example again, and nothing that needs no replay (a frozen host "
+            f"value, a write only the warm-up made, a freed buffer) explains step {err.step}",
+            **fields,
+        )
+    for f in result.findings:
+        f.message += (
+            f"; this step's replay {what} and took the check's process with it: a fresh process decided the cause "
+            "without replaying it"
+        )
+    result.notes.append(
+        f"{err.message.split('; ')[0]}; graphsafe ran that example again in a fresh process and decided the failed "
+        "replay's cause without replaying it; the rest of the check did not run"
+    )
+    return result

@@ -55,7 +55,7 @@ from .. import threads
 from ..inprocess import RunOptions, run_here
 from . import server
 from .child import child_main, preload_of
-from .faults import death_text, where_in_dump
+from .faults import cause_elsewhere, death_text, where_in_dump
 from .wire import result_from_text, target_ref
 
 __all__ = ["Sandbox", "START_TIMEOUT_S", "display_name"]
@@ -156,10 +156,13 @@ class Sandbox:
         if self.ref is None:
             return self._check_here(check, run, label, progress)
         with self.pool.using(self) if self.pool is not None else contextlib.nullcontext():
-            return self._check_in_child(check, run, label, progress)
+            try:
+                return self._check_in_child(check, run, label, progress)
+            except (ReplayHung, ContextBroken) as err:  # lost to a replay: a fresh process decides its cause
+                return cause_elsewhere(err, lambda fault: self._check_in_child(check, run, label, None, fault))
 
     def _check_in_child(
-        self, check: CheckOptions, run: RunOptions, label: str, progress: Callable[[Any], None] | None
+        self, check: CheckOptions, run: RunOptions, label: str, progress: Callable[[Any], None] | None, fault=None
     ) -> CheckResult:
         timeout = run.timeout
         try:
@@ -170,7 +173,8 @@ class Sandbox:
             if self._conn is None:  # no child to ask
                 raise self._crashed()
             try:
-                self._conn.send(("check", check, run, label or self.name, progress is not None))
+                req = ("check", check, run, label or self.name, progress is not None)
+                self._conn.send(req if fault is None else ("cause", *req[1:4], False, fault))  # fault: cause_elsewhere
             except (OSError, ValueError):
                 raise self._crashed() from None
             end = time.monotonic() + timeout
@@ -370,6 +374,7 @@ class Sandbox:
             size=hung["size"],
             seconds=hung["seconds"],
             longest=hung["longest"],
+            capture=hung.get("capture"),
         )
 
     def _stack_dump(self) -> str:
