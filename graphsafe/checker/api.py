@@ -38,7 +38,7 @@ from .plans import Phase, Plan, drawn_plans, phases, session_plans
 from .steps import ExampleRunner, Symptom, target_error
 from .targets import resolve_target, validate_target
 
-__all__ = ["run_check", "reproduce", "prepared", "phase_session", "Progress"]
+__all__ = ["run_check", "reproduce", "prepared", "phase_session", "run_one", "Progress"]
 
 
 # -- set-up shared by check and reproduce ----------------------------------------------------------
@@ -433,11 +433,18 @@ def reproduce(
         main = phase_session(p, options.sizes_for(p.spec), policy)
         if main is None:
             return p.result
+    return run_one(p, main, plan, t0)
+
+
+def run_one(
+    p: Prepared, main: CaptureSession | None, plan: Plan, t0: float, unreplayable: int | None = None
+) -> CheckResult:
+    """``p``'s result for ``plan`` on ``main``, diagnosed; ``unreplayable``: a step not replayed (``unreplayable.py``)."""
     runner = p.runner(main)
+    runner.unreplayable_step = unreplayable
     f = runner.run(plan)
     assert not isinstance(f, Symptom), "a run that diagnoses returns findings"
     if f is not None:
         p.result.findings.append(p.finish(f))
-    p.result.examples, p.result.steps = 1, runner.steps_run
-    p.result.seconds = time.perf_counter() - t0
+    p.result.examples, p.result.steps, p.result.seconds = 1, runner.steps_run, time.perf_counter() - t0
     return p.result

@@ -249,7 +249,7 @@ class ExampleRunner:
         replay_clock.example(plan.steps, self._capture_of(plan))  # a sandbox's parent names a replay that never ends
         for batch in plan.steps:
             size = session.size_for(batch.num_reqs)
-            graph, info = session.graphs[size], session.infos[size]
+            info = session.infos[size]
             if batch.seed == info.batch.seed:
                 raise AssertionError("graphsafe bug: a replayed batch reuses the capture batch's seed (inputs)")
             if len(history) == self.unreplayable_step:
@@ -260,22 +260,7 @@ class ExampleRunner:
             padded.append(pb)
             self.steps_run += 1
 
-            session.poison()
-            call_target("prepare(batch)", g.prepare, pb)
-            ctx = StepContext(
-                target_cls=self.cls,
-                target_name=self.name,
-                spec=self.spec,
-                engine=self.engine,
-                session=session,
-                graph=graph,
-                info=info,
-                history=list(history),
-                padded=list(padded),
-                seed=seed,
-                comparator=self.comparator,
-                region=region,
-            )
+            ctx = self._prepared(session, list(history), list(padded), seed, region=region)
             if self._diagnose:  # the buffers the graph reads as this replay will: the repair experiment's start
                 ctx.before_replay = PreReplay(ctx)
             for probe in at_stage("step"):
@@ -310,17 +295,14 @@ class ExampleRunner:
                 return None if diagnosed is _GOES_ON else diagnosed
         return None
 
-    def _without_replay(
-        self, session: CaptureSession, eager: Any, history: list[Batch], padded: list[Batch], seed: int
-    ) -> Finding | None:
-        """The last step of ``history``, whose replay faulted or never ended elsewhere: prepared, its step probes
-        and diagnosis run without replaying the graph (:func:`diagnose_without_replay`); its finding, or None when
-        nothing that needs no replay explains it."""
-        batch, size = history[-1], session.size_for(history[-1].num_reqs)
-        g = session.target
+    def _prepared(
+        self, session: CaptureSession, history: list[Batch], padded: list[Batch], seed: int, **more: Any
+    ) -> StepContext:
+        """The graph instance poisoned and prepared for the last step of ``padded``; that step's context."""
+        size = session.size_for(history[-1].num_reqs)
         session.poison()
-        call_target("prepare(batch)", g.prepare, padded[-1])
-        ctx = StepContext(
+        call_target("prepare(batch)", session.target.prepare, padded[-1])
+        return StepContext(
             target_cls=self.cls,
             target_name=self.name,
             spec=self.spec,
@@ -332,8 +314,17 @@ class ExampleRunner:
             padded=padded,
             seed=seed,
             comparator=self.comparator,
-            unreplayable=True,
+            **more,
         )
+
+    def _without_replay(
+        self, session: CaptureSession, eager: Any, history: list[Batch], padded: list[Batch], seed: int
+    ) -> Finding | None:
+        """The last step of ``history``, whose replay faulted or never ended elsewhere: prepared, its step probes
+        and diagnosis run without replaying the graph (:func:`diagnose_without_replay`); its finding, or None when
+        nothing that needs no replay explains it."""
+        batch, g = history[-1], session.target
+        ctx = self._prepared(session, history, padded, seed, unreplayable=True)
         self.steps_run += 1
         for step_probe in WITHOUT_REPLAY["step"]:
             f = step_probe.run(ctx)

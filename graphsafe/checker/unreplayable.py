@@ -14,10 +14,9 @@ from ..capture.policies import POLICIES
 from ..contract import Batch
 from ..errors import UsageError
 from ..findings import CheckResult
-from .api import phase_session, prepared
+from .api import phase_session, prepared, run_one
 from .options import CheckOptions
 from .plans import Plan
-from .steps import Symptom
 
 __all__ = ["cause_without_replay"]
 
@@ -44,12 +43,4 @@ def cause_without_replay(target: Any, options: CheckOptions, fault: dict) -> Che
         main = phase_session(p, options.sizes_for(p.spec), policy)
         if main is None:  # the capture failed this time: that finding is the answer
             return p.result
-    runner = p.runner(main)
-    runner.unreplayable_step = step
-    f = runner.run(plan)
-    assert not isinstance(f, Symptom), "a run that diagnoses returns findings"
-    if f is not None:
-        p.result.findings.append(p.finish(f))
-    p.result.examples, p.result.steps = 1, runner.steps_run
-    p.result.seconds = time.perf_counter() - t0
-    return p.result
+    return run_one(p, main, plan, t0, unreplayable=step)
