@@ -8,8 +8,8 @@ front end's runner (:mod:`graphsafe.frontend.runner`), which :func:`graphsafe.ch
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
-import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -31,8 +31,9 @@ from ..contract import Batch, CaptureSpec, Support, Target
 from ..diagnosis.causes import cause_key, group_by_cause
 from ..engines import Engine, get_engine
 from ..errors import ContextBroken, UsageError
-from ..findings import CheckResult, Finding, FindingError, FindingKind
+from ..findings import CheckResult, Finding, FindingKind
 from .database import example_database
+from .failures import collect, error_class
 from .options import CheckOptions
 from .plans import Phase, Plan, drawn_plans, phases, session_plans
 from .steps import ExampleRunner, Symptom, target_error
@@ -118,35 +119,6 @@ def phase_session(
 
 
 # -- the search ------------------------------------------------------------------------------------
-_ERROR_CLASSES: dict[str, type] = {}
-
-
-def _error_class(label: FindingKind | str) -> type:
-    """One FindingError subclass per finding kind, and per symptom (the tensor that differed first, which a search
-    shrinks on): Hypothesis tells distinct failures apart by type."""
-    name = ("Finding_" if isinstance(label, FindingKind) else "Symptom_") + re.sub(r"\W", "_", str(label))
-    cls = _ERROR_CLASSES.get(name)
-    if cls is None:
-        cls = _ERROR_CLASSES[name] = type(name, (FindingError,), {})
-    return cls
-
-
-def _collect(exc: BaseException, out: list[Finding]) -> bool:
-    if isinstance(exc, FindingError):
-        if isinstance(exc.finding, Finding):  # (a symptom whose shrunk example was no error: nothing to report)
-            out.append(exc.finding)
-        return True
-    inner = getattr(exc, "exceptions", None)
-    if inner:
-        found = False
-        for e in inner:
-            found |= _collect(e, out)
-        return found
-    if exc.__cause__ is not None and _collect(exc.__cause__, out):
-        return True
-    return False
-
-
 @dataclass(frozen=True)
 class Progress:
     """Where a running check is: examples run (shrinking included) of the planned ones, the phase
@@ -161,10 +133,16 @@ class Progress:
     stage: str = "searching"
 
 
-def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress], None] | None = None) -> CheckResult:
+def run_check(
+    target: Any,
+    options: CheckOptions,
+    progress: Callable[[Progress], None] | None = None,
+    partial: Callable[[CheckResult], None] | None = None,
+) -> CheckResult:
     """Capture ``target`` under each capture policy, replay Hypothesis-drawn step sequences, and return
     the findings, one per root cause.  ``progress`` is called after every example, and before each
-    diagnosis (stage ``"diagnosing"``)."""
+    diagnosis (stage ``"diagnosing"``); ``partial`` after each phase that found something, with the result so far
+    (a sandbox's parent keeps it: a later phase's replay that never ends takes the process with it)."""
     t0 = time.perf_counter()
     p = prepared(target, options)
     sizes = options.sizes_for(p.spec)
@@ -176,6 +154,7 @@ def run_check(target: Any, options: CheckOptions, progress: Callable[[Progress],
         "steps": 0,
         "planned": sum(ph.examples for ph in plan),
         "progress": progress,
+        "partial": partial,
     }
     with _collect_only_new_objects():
         found = _phases(p, plan, sizes, counter, t0)
@@ -251,6 +230,13 @@ def _phases(p: Prepared, plan: list[Phase], sizes: tuple[int, ...], counter: dic
         known |= {_known_key(f) for f in new}
         found += new + runner.infos
         counter["steps"] += runner.steps_run
+        if counter["partial"] is not None and new + runner.infos:  # (ungrouped: grouping merges findings in place)
+            so_far = dict(
+                examples=counter["n"], calls=counter["n"], steps=counter["steps"], seconds=time.perf_counter() - t0
+            )
+            counter["partial"](
+                dataclasses.replace(p.result, findings=p.result.findings + [p.finish(f) for f in found], **so_far)
+            )
         _release(runner, session)  # the phase's graphs and target instances go before the next phase's are made
         runner = session = None
         if not p.engine.healthy():  # a replay faulted: nothing more can run in this process
@@ -360,14 +346,14 @@ def _search(
                 Progress(counter["n"], counter["planned"], phase.policy.name, tuple(sorted(seen)), stage)
             )
         if isinstance(f, Symptom):
-            raise _error_class(f.key)(symptoms.get(f.key))  # shrink on the symptom; its finding comes at the end
+            raise error_class(f.key)(symptoms.get(f.key))  # shrink on the symptom; its finding comes at the end
         if final and symptom is not None and (f is None or f is runner.diagnosed):
             # the shrunk example's diagnosis, raised as the symptom it was shrunk on; where the shrunk example is
             # no error after all, the first example's diagnosis stands (None: that was none either)
-            raise _error_class(symptom.key)(f or symptoms.get(symptom.key))
+            raise error_class(symptom.key)(f or symptoms.get(symptom.key))
         if f is not None:
             _first_seen(f)
-            raise _error_class(f.kind)(f)
+            raise error_class(f.kind)(f)
 
     def _first_seen(f: Finding) -> None:
         counter["first"].setdefault(f.kind, counter["n"])
@@ -387,7 +373,7 @@ def _search(
             raise fault.error from None
         return list(raised.values()) + list(again.values())  # found before the fault (shrinking stopped there)
     except BaseException as exc:  # noqa: BLE001 - findings arrive as (groups of) exceptions
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)) or not _collect(exc, found):
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)) or not collect(exc, found):
             raise
     return found + list(again.values())
 

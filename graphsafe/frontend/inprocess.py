@@ -122,14 +122,18 @@ def run_here(
     limit: bool = True,
     progress: Callable[[Progress], None] | None = None,
     fault: dict | None = None,
+    partial: Callable[[CheckResult], None] | None = None,
 ) -> CheckResult:
     """``run_check`` under ``run.profile`` and (with ``limit``) ``run.timeout``, then the reports.  With ``fault``
     (a failed replay's example, as a sandbox's parent gives it) the failed replay's cause instead:
-    :func:`~graphsafe.checker.unreplayable.cause_without_replay`."""
+    :func:`~graphsafe.checker.unreplayable.cause_without_replay`.  ``partial``: see :func:`run_check`."""
     profile = hypothesis_profile(run.profile) if run.profile else contextlib.nullcontext()
     timer = deadline(run.timeout, label or str(target)) if limit else contextlib.nullcontext()
     with profile, timer:
-        result = run_check(target, check, progress) if fault is None else cause_without_replay(target, check, fault)
+        if fault is None:
+            result = run_check(target, check, progress, partial)
+        else:
+            result = cause_without_replay(target, check, fault)
     if run.report_dir is not None:
         # pruning replays old reports' steps: under the same limit, and a hang there costs no result
         replaying = (

@@ -8,7 +8,7 @@ import pytest
 
 import graphsafe
 from graphsafe.engines import replay_clock
-from tests.targets.hangs import HangsInReplay
+from tests.targets.hangs import HangsInALaterPhase, HangsInReplay
 
 
 @pytest.fixture
@@ -83,10 +83,59 @@ def test_the_clock_is_overdue_only_past_the_floor_and_the_longest_replay_before(
         replay_clock.install(None)
 
 
-def test_a_hang_that_names_no_example_is_raised_as_it_is():
+def test_a_hang_that_names_no_example_is_raised_saying_so():
     from graphsafe.frontend.sandbox.faults import cause_elsewhere
 
-    err, asked = hung(steps=()), []
-    with pytest.raises(graphsafe.ReplayHung) as info:
-        cause_elsewhere(err, asked.append)
-    assert info.value is err and not asked
+    asked: list = []
+    with pytest.raises(graphsafe.ReplayHung, match="it names no example to run again$"):
+        cause_elsewhere(hung(steps=()), asked.append)
+    assert not asked
+
+
+def finding_of(kind: str, where: str):
+    from graphsafe.findings import Finding, FindingKind
+
+    return Finding(kind=FindingKind(kind), message=f"{kind} at {where}", where=where, cause=f"buffer:{where}")
+
+
+def test_findings_of_the_phases_before_a_hang_are_kept_when_the_fresh_process_names_nothing():
+    from graphsafe.findings import CheckResult
+    from graphsafe.frontend.sandbox.faults import cause_elsewhere
+
+    before = CheckResult("t", "emulate", HangsInReplay.default_spec, (), examples=7, steps=20)
+    before.findings = [finding_of("lazy-init", "self.plan")]
+    empty = CheckResult("t", "emulate", HangsInReplay.default_spec, ())
+    result = cause_elsewhere(hung(), lambda fault: empty, before)
+    assert [f.kind.value for f in result.findings] == ["lazy-init"] and result.examples == 7
+    assert "nothing that needs no replay" in result.notes[-1] and "explains step 0" in result.notes[-1]
+    assert "the findings of the phases before it (1) are kept" in result.notes[-1]
+
+
+def test_the_fresh_processs_cause_joins_the_earlier_phases_findings():
+    from graphsafe.findings import CheckResult
+    from graphsafe.frontend.sandbox.faults import cause_elsewhere
+
+    before = CheckResult("t", "emulate", HangsInReplay.default_spec, (), examples=7, steps=20)
+    before.findings = [finding_of("lazy-init", "self.plan")]
+    fresh = CheckResult("t", "emulate", HangsInReplay.default_spec, (), examples=1, steps=2)
+    fresh.findings = [finding_of("stale-pointer", "self.lens")]
+    result = cause_elsewhere(hung(), lambda fault: fresh, before)
+    assert sorted(f.kind.value for f in result.findings) == ["lazy-init", "stale-pointer"]
+    assert result.examples == 7 and result.steps == 22
+    assert "without replaying it" in next(f.message for f in result.findings if f.kind.value == "stale-pointer")
+
+
+def test_a_later_phases_hang_keeps_the_first_phases_finding(engine, short_floor):
+    result = graphsafe.check(
+        HangsInALaterPhase,
+        engine=engine,
+        examples=12,
+        seed=0,
+        database=False,
+        capture=("worst", "minimal"),
+        isolate="target",
+        timeout=600,
+    )
+    (f,) = result.findings  # the first phase's, and the fresh process's for the hang: one cause
+    assert f.kind.value == "frozen-host-value" and f.details["capture_policy"] == "worst"
+    assert any("the findings of the phases before it (1) are kept" in n and "fresh process" in n for n in result.notes)

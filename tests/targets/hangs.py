@@ -44,3 +44,25 @@ class HangsInReplay(graphsafe.Target):
     def forward(self) -> torch.Tensor:
         _spin_until[(1,)](self.lens, self.out, self.total, N=self.lens.numel())
         return self.out
+
+
+@triton.jit
+def _spin_past(lens_ptr, out_ptr, total, N: tl.constexpr):
+    """out = lens + (total - sum(lens)); spins for ever while sum(lens) > ``total``."""
+    offs = tl.arange(0, N)
+    s = tl.sum(tl.load(lens_ptr + offs))
+    waited = 0
+    while s > total:
+        waited += 1
+        s = tl.sum(tl.load(lens_ptr + offs))
+    tl.store(out_ptr + offs, tl.load(lens_ptr + offs).to(tl.float32) + (total - s) + waited)
+
+
+class HangsInALaterPhase(HangsInReplay):
+    """The same frozen ``total``, read two ways: under the worst-case capture (the first phase) a replay ends and
+    gives wrong rows (``frozen-host-value``); under the minimal capture a later phase's replay of a longer batch
+    never ends."""
+
+    def forward(self) -> torch.Tensor:
+        _spin_past[(1,)](self.lens, self.out, self.total, N=self.lens.numel())
+        return self.out

@@ -173,7 +173,7 @@ def _serve(conn, ref: str, by_class: bool) -> None:
             return
         # ("cause", ..., fault): a failed replay's cause, decided without replaying it (a fresh process's first request)
         fault = req[5] if req[0] == "cause" else None
-        reply = _run_request(ref, by_class, req[1], req[2], req[3], conn if req[4] else None, fault)
+        reply = _run_request(ref, by_class, req[1], req[2], req[3], conn if req[4] else None, fault, conn)
         try:
             conn.send(reply)
         except (OSError, ValueError):
@@ -182,7 +182,9 @@ def _serve(conn, ref: str, by_class: bool) -> None:
             return  # the next request gets a fresh process
 
 
-def _run_request(ref: str, by_class: bool, check, run, label: str, progress_to, fault=None) -> dict[str, Any]:
+def _run_request(
+    ref: str, by_class: bool, check, run, label: str, progress_to, fault=None, conn=None
+) -> dict[str, Any]:
     reply: dict[str, Any] = {"notes": []}
     if run.profile:
         try:
@@ -197,7 +199,9 @@ def _run_request(ref: str, by_class: bool, check, run, label: str, progress_to, 
         target: Any = lookup(ref) if by_class else ref
         # the parent keeps the time: it kills this process when the check overruns
         report = (lambda p: progress_to.send(("progress", p))) if progress_to is not None else None
-        result = run_here(target, check, run, label=label, limit=False, progress=report, fault=fault)
+        # the result so far after each phase that found something: the parent keeps it, should a later replay hang
+        partial = (lambda r: conn.send(("partial", result_to_text(r)))) if conn is not None else None
+        result = run_here(target, check, run, label=label, limit=False, progress=report, fault=fault, partial=partial)
         reply["result"] = result_to_text(result)
     except GraphsafeError as e:
         reply["error"] = e

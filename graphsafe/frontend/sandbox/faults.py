@@ -14,11 +14,12 @@ import re
 import signal
 from collections.abc import Callable
 
+from ...diagnosis.causes import group_by_cause
 from ...engines.userframe import display_path, innermost_user_frame
 from ...errors import ContextBroken, GraphsafeError, ReplayHung
 from ...findings import CheckResult
 
-__all__ = ["death_text", "where_in_dump", "cause_elsewhere"]
+__all__ = ["death_text", "where_in_dump", "hung_error", "cause_elsewhere"]
 
 _SIGNAL_MEANING = {
     "SIGSEGV": "an illegal memory access or a bad pointer",
@@ -70,37 +71,77 @@ def where_in_dump(dump: str) -> str:
     return f"{display_path(ours['file'])}:{ours['line']} in {ours['func']}"
 
 
-def cause_elsewhere(err: ReplayHung | ContextBroken, ask: Callable[[dict], CheckResult]) -> CheckResult:
-    """A check's process was lost to a replay that never ended or faulted (``err`` names its example): ``ask``
-    (the sandbox's request to a fresh child) runs that example again and decides the failed replay's cause without
-    replaying it (:mod:`graphsafe.checker.unreplayable`).  Its result, with a note; ``err`` again, with what the
-    fresh process saw, when it names no cause; ``err`` as it is when it names no example (nothing to run again)."""
-    if not (err.capture and err.steps and 0 <= err.step < len(err.steps)):
-        raise err  # no example named: nothing to run again
+def hung_error(name: str, hung: dict, where: str, timeout: float) -> ReplayHung:
+    """The :class:`~graphsafe.errors.ReplayHung` for a child whose replay clock is overdue (``hung``:
+    :meth:`graphsafe.engines.replay_clock.Clock.overdue`), killed while it was in ``where``."""
+    steps, i = hung["steps"], hung["step"]
+    batch = steps[i] if 0 <= i < len(steps) else None
+    what = (
+        f"{name}: the replay of step {i} on the size-{hung['size']} graph ran {hung['seconds']:.1f} s "
+        f"(the longest replay before it: {hung['longest'] * 1e3:.3g} ms): a kernel that does not end, often "
+        "one reading stale plan data or indices; its process was killed"
+    )
+    if batch is not None:
+        what += (
+            f"; the step's batch: query_lens={batch['query_lens']}, seq_lens={batch['seq_lens']}, seed={batch['seed']}"
+        )
+    if where:
+        what += f"; it was in {where}"
+    return ReplayHung(
+        what,
+        where=where,
+        timeout=timeout,
+        steps=list(steps),
+        step=i,
+        size=hung["size"],
+        seconds=hung["seconds"],
+        longest=hung["longest"],
+        capture=hung.get("capture"),
+    )
+
+
+def cause_elsewhere(
+    err: ReplayHung | ContextBroken, ask: Callable[[dict], CheckResult], before: CheckResult | None = None
+) -> CheckResult:
+    """A check's process was lost to a replay that never ended or faulted (``err``): ``ask`` (the sandbox's request
+    to a fresh child) runs that example again and decides the failed replay's cause without replaying it
+    (:mod:`graphsafe.checker.unreplayable`).  ``before``: the check's result so far, as its child last sent it
+    (findings of phases that ended before the one lost); they join the fresh process's, one per cause.  The result,
+    with a note saying what happened; ``err`` (with what the fresh process saw) only when neither names anything."""
     what = "never ended" if isinstance(err, ReplayHung) else "faulted"
     fields = {n: getattr(err, n) for n in err._fields}
-    try:
-        result = ask({"steps": list(err.steps), "step": err.step, "size": err.size, "capture": err.capture})
-    except GraphsafeError as again:
-        first = (again.message.strip().splitlines() or [""])[0]
-        raise type(err)(
-            f"{err.message}; running that example again in a fresh process to decide its cause failed too "
-            f"({type(again).__name__}: {first})",
-            **fields,
-        ) from None
-    if not result.findings:
-        raise type(err)(
-            f"{err.message}; a fresh process ran that example again, and nothing that needs no replay (a frozen host "
-            f"value, a write only the warm-up made, a freed buffer) explains step {err.step}",
-            **fields,
-        )
-    for f in result.findings:
-        f.message += (
-            f"; this step's replay {what} and took the check's process with it: a fresh process decided the cause "
-            "without replaying it"
-        )
-    result.notes.append(
-        f"{err.message.split('; ')[0]}; graphsafe ran that example again in a fresh process and decided the failed "
-        "replay's cause without replaying it; the rest of the check did not run"
+    found = list(before.findings) if before is not None else []
+    saw = "it names no example to run again"
+    result = None
+    if err.capture and err.steps and 0 <= err.step < len(err.steps):
+        try:
+            result = ask({"steps": list(err.steps), "step": err.step, "size": err.size, "capture": err.capture})
+        except GraphsafeError as again:
+            first = (again.message.strip().splitlines() or [""])[0]
+            saw = f"running that example again in a fresh process to decide its cause failed too ({type(again).__name__}: {first})"
+        else:
+            saw = (
+                "a fresh process ran that example again, and nothing that needs no replay (a frozen host value, a "
+                f"write only the warm-up made, a freed buffer) explains step {err.step}"
+            )
+    if result is not None and result.findings:
+        for f in result.findings:
+            f.message += (
+                f"; this step's replay {what} and took the check's process with it: a fresh process decided the "
+                "cause without replaying it"
+            )
+        saw = "graphsafe ran that example again in a fresh process and decided the failed replay's cause without replaying it"
+    elif not found:
+        raise type(err)(f"{err.message}; {saw}", **fields) from None
+    out = result if result is not None and result.findings else before
+    assert out is not None
+    out.findings = group_by_cause(found + (result.findings if out is result else []))
+    if before is not None and out is not before:  # the check's own counts and notes, the fresh process's findings
+        out.notes = [*before.notes, *(n for n in out.notes if n not in before.notes)]
+        out.examples, out.calls, out.steps = before.examples, before.calls, before.steps + out.steps
+        out.seconds += before.seconds + (err.seconds if isinstance(err, ReplayHung) else 0.0)
+    out.notes.append(
+        f"{err.message.split('; ')[0]}; {saw}; the rest of the check did not run"
+        + (f"; the findings of the phases before it ({len(found)}) are kept" if found else "")
     )
-    return result
+    return out

@@ -55,7 +55,7 @@ from .. import threads
 from ..inprocess import RunOptions, run_here
 from . import server
 from .child import child_main, preload_of
-from .faults import cause_elsewhere, death_text, where_in_dump
+from .faults import cause_elsewhere, death_text, hung_error, where_in_dump
 from .wire import result_from_text, target_ref
 
 __all__ = ["Sandbox", "START_TIMEOUT_S", "display_name"]
@@ -159,12 +159,13 @@ class Sandbox:
             try:
                 return self._check_in_child(check, run, label, progress)
             except (ReplayHung, ContextBroken) as err:  # lost to a replay: a fresh process decides its cause
-                return cause_elsewhere(err, lambda fault: self._check_in_child(check, run, label, None, fault))
+                before = result_from_text(self._partial) if self._partial else None  # earlier phases' findings
+                return cause_elsewhere(err, lambda fault: self._check_in_child(check, run, label, None, fault), before)
 
     def _check_in_child(
         self, check: CheckOptions, run: RunOptions, label: str, progress: Callable[[Any], None] | None, fault=None
     ) -> CheckResult:
-        timeout = run.timeout
+        timeout, self._partial = run.timeout, None
         try:
             if not self.alive:
                 self.start(wait=False)
@@ -179,8 +180,10 @@ class Sandbox:
                 raise self._crashed() from None
             end = time.monotonic() + timeout
             reply = self._wait(timeout)
-            while isinstance(reply, tuple) and reply[0] == "progress":
-                if progress is not None:  # (the child sends progress only when asked)
+            while isinstance(reply, tuple) and reply[0] in ("progress", "partial"):
+                if reply[0] == "partial":  # the result so far, after a phase that found something
+                    self._partial = reply[1]
+                elif progress is not None:  # (the child sends progress only when asked)
                     progress(reply[1])
                 reply = self._wait(max(end - time.monotonic(), 0.001), deadline_of=timeout)
         except BaseException:
@@ -217,6 +220,7 @@ class Sandbox:
 
     _idle = False
     _starting = False
+    _partial: str | None = None  # the running check's result so far (result_to_text), from its child
 
     @property
     def idle(self) -> bool:
@@ -314,7 +318,7 @@ class Sandbox:
                     raise self._crashed() from None
                 except Exception as e:  # noqa: BLE001 - a message cut short by the child's death
                     raise self._crashed(f" (its last message was cut short: {type(e).__name__})") from None
-                self._idle = not (isinstance(msg, tuple) and msg and msg[0] == "progress")  # still checking
+                self._idle = not (isinstance(msg, tuple) and msg and msg[0] in ("progress", "partial"))  # checking
                 return msg
             if proc.sentinel in ready:
                 raise self._crashed()
@@ -351,31 +355,7 @@ class Sandbox:
     def _hung(self, hung: dict, timeout: float) -> ReplayHung:
         where = self._stack_dump()
         self._discard()
-        steps, i = hung["steps"], hung["step"]
-        batch = steps[i] if 0 <= i < len(steps) else None
-        what = (
-            f"{self.name}: the replay of step {i} on the size-{hung['size']} graph ran {hung['seconds']:.1f} s "
-            f"(the longest replay before it: {hung['longest'] * 1e3:.3g} ms): a kernel that does not end, often "
-            "one reading stale plan data or indices; its process was killed"
-        )
-        if batch is not None:
-            what += (
-                f"; the step's batch: query_lens={batch['query_lens']}, seq_lens={batch['seq_lens']}, "
-                f"seed={batch['seed']}"
-            )
-        if where:
-            what += f"; it was in {where}"
-        return ReplayHung(
-            what,
-            where=where,
-            timeout=timeout,
-            steps=list(steps),
-            step=i,
-            size=hung["size"],
-            seconds=hung["seconds"],
-            longest=hung["longest"],
-            capture=hung.get("capture"),
-        )
+        return hung_error(self.name, hung, where, timeout)
 
     def _stack_dump(self) -> str:
         """Where the child is, from every thread's stack it writes on SIGUSR1 ('' if it cannot say)."""

@@ -1,11 +1,13 @@
 """What crosses between a sandbox's parent and child: the target's name, the options, the result.
 
-Requests are ``("check", target name, by_class, CheckOptions, RunOptions)`` and replies
-``{"result": <JSON text>, "notes": [...], "broken_context": bool}`` or ``{"error": GraphsafeError,
-...}``, both pickled by :mod:`multiprocessing`.  The result travels as plain JSON (findings through
-:func:`graphsafe.reports.jsonio.finding_to_data`) so that no torch object crosses the pipe; errors
-are graphsafe's own picklable ones (anything else becomes an :class:`~graphsafe.errors.InternalError`
-in the child).
+Requests are ``("check", CheckOptions, RunOptions, label, send progress?)`` and ``("cause", CheckOptions,
+RunOptions, label, False, fault)`` (a failed replay's example, whose cause a fresh child decides); the child answers
+with ``("progress", Progress)`` and ``("partial", <JSON text>)`` (the result so far, after each capture phase that
+found something) while it works, then ``{"result": <JSON text>, "notes": [...], "broken_context": bool}`` or
+``{"error": GraphsafeError, ...}``, all pickled by :mod:`multiprocessing`.  The result travels as plain JSON
+(findings through :func:`graphsafe.reports.jsonio.finding_to_data`) so that no torch object crosses the pipe;
+errors are graphsafe's own picklable ones (anything else becomes an :class:`~graphsafe.errors.InternalError` in the
+child).
 """
 
 from __future__ import annotations
