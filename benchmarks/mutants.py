@@ -2,14 +2,16 @@
 
     python benchmarks/mutants.py [--engine emulate|cuda] [--library standin|real] [--only PATTERN ...]
                                  [--examples 20] [--seeds 0 1] [--jobs 1] [--timeout 600] [--per-op 1]
-                                 [--sequences 4] [--steps 5] [--out DIR] [--list]
+                                 [--sequences 4] [--steps 5] [--isolate target|none] [--out DIR] [--list]
 
 Subjects (:mod:`mutation.subjects`): the fixed reference variants and the safe FlashInfer and vLLM targets (on
 their CPU stand-ins unless ``--library real``).  Operators (:mod:`mutation.operators`) make each mutant as a
 subclass at run time; each declares the finding kind it is expected to cause (``None``: equivalent by design).
 Ground truth (:mod:`mutation.truth`): replay against a fresh eager instance per step over fixed step sequences,
 without graphsafe's diagnosis: ``real`` when any step differs, else ``equivalent``.  Then
-``graphsafe.check(mutant, engine=E, examples=N, seed=S)`` per seed, each in a subprocess with a timeout.
+``graphsafe.check(mutant, engine=E, examples=N, seed=S)`` per seed, each in a subprocess with a timeout, the check
+itself isolated in a sandbox process on cuda (:mod:`mutation.live` names each mutant so that it imports back;
+``--isolate`` chooses).
 
 Per mutant: ``detected`` (a real mutant got an error finding in every seed), ``right_kind`` (a real mutant's
 findings are exactly the expected kind in every seed), ``false_on_equivalent`` (an equivalent mutant got any
@@ -33,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import _util
-from mutation import operators, subjects, truth
+from mutation import live, operators, subjects, truth
 
 HERE = Path(__file__).resolve()
 
@@ -42,20 +44,6 @@ def _engine(name: str):
     from graphsafe.engines import get_engine
 
     return get_engine(name)
-
-
-def _mutant(mid: str, profiles: dict, library: str) -> tuple[type, operators.Operator | None, subjects.Buffer | None]:
-    """The class of mutant ``mid`` (``subject|operator[|buffer path]``; ``subject|identity`` is the subject)."""
-    subject, op_name, *rest = mid.split("|", 2)
-    cls = subjects.subject_class(subject, library)
-    if op_name == "identity":
-        return cls, None, None
-    op = operators.by_name(op_name)
-    buf = None
-    if rest:
-        prof = subjects.Profile.from_dict(profiles[subject])
-        buf = next(b for b in [*prof.written, *prof.unread] if b.path == rest[0])
-    return op.make(cls, mid, buf), op, buf
 
 
 # -- workers (run in a subprocess each) ----------------------------------------------------------------------------
@@ -70,14 +58,27 @@ def worker(a: argparse.Namespace) -> dict:
         eng = _engine(a.engine)
         return {n: subjects.profile(n, subjects.subject_class(n, a.library), eng).to_dict() for n in a.subjects}
     profiles = json.loads(Path(a.profiles).read_text())
-    cls, _, _ = _mutant(a.mutant, profiles, a.library)
+    cls, _, _ = live.mutant(a.mutant, profiles, a.library)
     if a.worker == "truth":
         return truth.ground_truth(cls, _engine(a.engine), sequences=a.sequences, steps=a.steps, seed=0)
     import graphsafe
 
     # every capture policy, as the ground truth replays under each (an engine's own backend would otherwise be
     # checked under its engine's capture alone)
-    r = graphsafe.check(cls, engine=a.engine, examples=a.examples, seed=a.seed, database=False, capture="explore")
+    if a.isolate == "target":  # a sandbox child imports the mutant back (mutation.live) from what it inherits
+        os.environ.update({live.PROFILES_ENV: str(Path(a.profiles).resolve()), live.LIBRARY_ENV: a.library})
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH")) if p)
+        cls = live.importable(cls, a.mutant)
+    r = graphsafe.check(
+        cls,
+        engine=a.engine,
+        examples=a.examples,
+        seed=a.seed,
+        database=False,
+        capture="explore",
+        isolate=a.isolate,
+        timeout=max(a.timeout - 15, 10),  # the sandbox stops the check before this worker is killed
+    )
     errors = r.errors
     return {
         "kinds": sorted(r.kinds),
@@ -172,6 +173,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="emulate", choices=("emulate", "cuda"))
     ap.add_argument("--library", default="standin", choices=("standin", "real"))
+    ap.add_argument(
+        "--isolate",
+        choices=("target", "none"),
+        help="check each mutant in a sandbox process (a replay that never ends is stopped there and its cause "
+        "decided in a fresh process; on a GPU a runaway kernel slows every job) or in the worker's own process; "
+        "default: target on cuda, none on the emulator (a sandbox costs 5-10 s a check on a 2-core host)",
+    )
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--examples", type=int, default=20)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -201,6 +209,7 @@ def main() -> None:
     ap.add_argument("--profiles", help=argparse.SUPPRESS)
     ap.add_argument("--subjects", nargs="*", default=list(subjects.SUBJECTS), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    a.isolate = a.isolate or ("target" if a.engine == "cuda" else "none")
     if a.worker:
         try:
             out = worker(a)
@@ -219,7 +228,7 @@ def main() -> None:
         path.write_text(json.dumps(data, indent=1))
         print(json.dumps(data["summary"], indent=1))
         return
-    common = ["--engine", a.engine, "--library", a.library]
+    common = ["--engine", a.engine, "--library", a.library, "--isolate", a.isolate, "--timeout", str(a.timeout)]
     wanted = [s for s in subjects.SUBJECTS if _selected(s, a.only) or any(p.split("|")[0] in s for p in a.only or ())]
     prof = _run([*common, "--worker", "profiles", "--subjects", *wanted], a.timeout)
     if "error" in prof:

@@ -140,3 +140,25 @@ def test_a_rebound_buffer_expects_stale_pointer_only_where_the_graph_read_freed_
     op = operators.by_name("rebind_fresh")
     assert op.expected_for(None, {"truth": "real", "symptom": "reads-freed-memory"}) == "stale-pointer"
     assert op.expected_for(None, {"truth": "real", "symptom": "output"}) == "unpersisted-metadata"
+
+
+def test_a_mutant_named_by_live_imports_back_and_checks_in_a_sandbox(profile, tmp_path, monkeypatch):
+    import json
+
+    import graphsafe
+    from graphsafe.frontend.sandbox.wire import target_ref
+
+    live = importlib.import_module("mutation.live")
+    profiles = tmp_path / "profiles.json"
+    profiles.write_text(json.dumps({SUBJECT: profile.to_dict()}))
+    monkeypatch.setenv(live.PROFILES_ENV, str(profiles))
+    monkeypatch.setenv(live.LIBRARY_ENV, "standin")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    op = operators.by_name("host_scalar")
+    [(mid, _, buf)] = [m for m in operators.mutants_of(profile) if m[1] is op]
+    cls = live.importable(op.make(subjects.subject_class(SUBJECT), mid, buf), mid)
+    ref, by_class, why = target_ref(cls)
+    assert ref == f"mutation.live:{cls.__qualname__}" and not why
+    result = graphsafe.check(cls, engine="emulate", examples=4, seed=0, database=False, isolate="target", timeout=300)
+    assert not any("without isolation" in n for n in result.notes)
+    assert result.kinds == {"frozen-host-value"}
