@@ -107,13 +107,16 @@ def cause_elsewhere(
     to a fresh child) runs that example again and decides the failed replay's cause without replaying it
     (:mod:`graphsafe.checker.unreplayable`).  ``before``: the check's result so far, as its child last sent it
     (findings of phases that ended before the one lost); they join the fresh process's, one per cause.  The result,
-    with a note saying what happened; ``err`` (with what the fresh process saw) only when neither names anything."""
+    with a note saying what happened; ``err`` (with what the fresh process saw) only when neither names anything, as
+    it is when it names no example either."""
     what = "never ended" if isinstance(err, ReplayHung) else "faulted"
     fields = {n: getattr(err, n) for n in err._fields}
     found = list(before.findings) if before is not None else []
-    saw = "it names no example to run again"
-    result = None
-    if err.capture and err.steps and 0 <= err.step < len(err.steps):
+    named = bool(err.capture and err.steps and 0 <= err.step < len(err.steps))
+    if not named and not found:
+        raise err  # no example to run again (a capture that broke the context), and nothing found before it
+    saw, result = "it names no example to run again", None
+    if named:
         try:
             result = ask({"steps": list(err.steps), "step": err.step, "size": err.size, "capture": err.capture})
         except GraphsafeError as again:
