@@ -139,3 +139,24 @@ def test_a_later_phases_hang_keeps_the_first_phases_finding(engine, short_floor)
     (f,) = result.findings  # the first phase's, and the fresh process's for the hang: one cause
     assert f.kind.value == "frozen-host-value" and f.details["capture_policy"] == "worst"
     assert any("the findings of the phases before it (1) are kept" in n and "fresh process" in n for n in result.notes)
+
+
+def test_the_clock_tells_how_the_hung_example_was_captured():
+    import ctypes
+    from multiprocessing.sharedctypes import RawArray
+
+    from graphsafe.contract import Batch
+
+    clock = replay_clock.Clock(
+        RawArray(ctypes.c_double, replay_clock.NUMBERS), RawArray(ctypes.c_char, replay_clock.PLAN_BYTES)
+    )
+    replay_clock.install(clock)
+    try:
+        drawn = {"policy": "drawn", "batch": Batch((1,), (6,), ((1, 2),), seed=11).to_dict()}
+        replay_clock.example([Batch((1,), (2,), ((1,),), seed=5)], drawn)
+        replay_clock.step(0)
+        replay_clock.replay_started(1)
+        late = clock.overdue(now=clock.numbers[1] + replay_clock.HANG_FLOOR_S + 1)
+        assert late is not None and late["capture"] == drawn and late["steps"][0]["seq_lens"] == [2]
+    finally:
+        replay_clock.install(None)
