@@ -246,21 +246,21 @@ class ExampleRunner:
         padded: list[Batch] = []
         region = self.comparator.region(static_dict(g), [*plan.steps, *(i.batch for i in session.infos.values())])
         ctx = None
-        replay_clock.example(plan.steps, self._capture_of(plan))  # a sandbox's parent names a replay that never ends
+        replay_clock.example(plan.steps, lambda: self._capture_of(plan))  # a sandbox's parent names a hung replay
         for batch in plan.steps:
             size = session.size_for(batch.num_reqs)
             info = session.infos[size]
             if batch.seed == info.batch.seed:
                 raise AssertionError("graphsafe bug: a replayed batch reuses the capture batch's seed (inputs)")
             if len(history) == self.unreplayable_step:
-                return self._without_replay(session, eager, [*history, batch], [*padded, batch.padded(size)], seed)
+                return self._without_replay(session, size, [*history, batch], [*padded, batch.padded(size)], seed)
             pb = batch.padded(size)
             replay_clock.step(len(history))
             history.append(batch)
             padded.append(pb)
             self.steps_run += 1
 
-            ctx = self._prepared(session, list(history), list(padded), seed, region=region)
+            ctx = self._prepared(session, size, list(history), list(padded), seed, region=region)
             if self._diagnose:  # the buffers the graph reads as this replay will: the repair experiment's start
                 ctx.before_replay = PreReplay(ctx)
             for probe in at_stage("step"):
@@ -296,10 +296,10 @@ class ExampleRunner:
         return None
 
     def _prepared(
-        self, session: CaptureSession, history: list[Batch], padded: list[Batch], seed: int, **more: Any
+        self, session: CaptureSession, size: int, history: list[Batch], padded: list[Batch], seed: int, **more: Any
     ) -> StepContext:
-        """The graph instance poisoned and prepared for the last step of ``padded``; that step's context."""
-        size = session.size_for(history[-1].num_reqs)
+        """The graph instance poisoned and prepared for the last step of ``padded`` (on the graph of ``size``); that
+        step's context."""
         session.poison()
         call_target("prepare(batch)", session.target.prepare, padded[-1])
         return StepContext(
@@ -318,23 +318,19 @@ class ExampleRunner:
         )
 
     def _without_replay(
-        self, session: CaptureSession, eager: Any, history: list[Batch], padded: list[Batch], seed: int
+        self, session: CaptureSession, size: int, history: list[Batch], padded: list[Batch], seed: int
     ) -> Finding | None:
         """The last step of ``history``, whose replay faulted or never ended elsewhere: prepared, its step probes
-        and diagnosis run without replaying the graph (:func:`diagnose_without_replay`); its finding, or None when
-        nothing that needs no replay explains it."""
-        batch, g = history[-1], session.target
-        ctx = self._prepared(session, history, padded, seed, unreplayable=True)
+        and diagnosis run without replaying the graph (:func:`diagnose_without_replay`; those probes run their own
+        fresh eager instances, so this step's eager reference is not needed); its finding, or None when nothing
+        that needs no replay explains it."""
+        ctx = self._prepared(session, size, history, padded, seed, unreplayable=True)
         self.steps_run += 1
         for step_probe in WITHOUT_REPLAY["step"]:
             f = step_probe.run(ctx)
             if f is not None:
                 return self._finish(f, step_probe.name, ctx)
-        call_target("prepare(batch) [eager]", eager.prepare, batch)
-        out_e = call_target("forward() [eager]", eager.forward)
-        ctx.eager_live, ctx.eager_static = live_rows(eager, out_e, batch), static_dict(eager)
-        ctx.graph_static = static_dict(g)
-        total = sum(t.numel() for t in ctx.eager_live)
+        total = sum(t.numel() for t in live_rows(session.target, ctx.graph.returned, ctx.padded_batch))
         ctx.mismatches = [Mismatch("replay", total, total, math.inf, math.inf)]  # no replay result: every value
         f, probe = diagnose_without_replay(ctx)
         return None if f is None else self._finish(f, probe, ctx)

@@ -26,9 +26,9 @@ WITHOUT_REPLAY = {
 
 
 def diagnose_without_replay(ctx: StepContext) -> tuple[Finding | None, str]:
-    """``(finding, probe name)`` for ``ctx`` (prepared, not replayed, ``ctx.unreplayable`` set, the eager reference
-    and ``ctx.mismatches`` describing the failed replay filled in): the first ``without_replay`` diagnosis probe
-    that explains it; ``(None, '')`` when none does."""
+    """``(finding, probe name)`` for ``ctx`` (prepared, not replayed, ``ctx.unreplayable`` set, ``ctx.mismatches``
+    standing for the failed replay; no eager reference: these probes run their own fresh instances): the first
+    ``without_replay`` diagnosis probe that explains it; ``(None, '')`` when none does."""
     assert ctx.unreplayable, "diagnose_without_replay is for a step whose replay faults or never ends"
     ctx.evidence = Evidence(ctx)
     for probe in WITHOUT_REPLAY["diagnosis"]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["Clock", "install", "replay_started", "replay_done", "example", "step", "HANG_FLOOR_S", "HANG_FACTOR"]
@@ -90,14 +90,14 @@ def replay_done() -> None:
         c.numbers[_RUNNING] = 0.0
 
 
-def example(steps: Sequence[Any], capture: dict | None = None) -> None:
-    """The example about to run: its steps (each with ``to_dict()``) and how its graph was captured (``capture``:
-    the policy's name and a drawn capture batch), for the parent's report of a hang and a fresh process that
-    decides its cause."""
+def example(steps: Sequence[Any], capture: Callable[[], dict] | None = None) -> None:
+    """The example about to run: its steps (each with ``to_dict()``) and how its graph was captured (``capture()``:
+    the policy's name and a drawn capture batch, asked only while a clock is installed), for the parent's report
+    of a hang and a fresh process that decides its cause."""
     c = _clock
     if c is None:
         return
-    data = json.dumps({"steps": [s.to_dict() for s in steps], "capture": capture}).encode()
+    data = json.dumps({"steps": [s.to_dict() for s in steps], "capture": capture() if capture else None}).encode()
     if len(data) >= PLAN_BYTES:  # (too long to publish whole: the steps alone say which replay hung)
         data = json.dumps({"steps": [s.to_dict() for s in steps][:64], "capture": None}).encode()[: PLAN_BYTES - 1]
     c.plan[: len(data) + 1] = data + b"\0"

@@ -17,17 +17,12 @@ def short_floor(monkeypatch):
     monkeypatch.setattr(replay_clock, "HANG_FLOOR_S", 3.0)
 
 
+def isolated(cls, engine, **options) -> graphsafe.CheckResult:
+    return graphsafe.check(cls, engine=engine, seed=0, database=False, isolate="target", timeout=600, **options)
+
+
 def test_a_replay_that_never_ends_gets_its_cause_from_a_fresh_process_before_the_timeout(engine, short_floor):
-    result = graphsafe.check(
-        HangsInReplay,
-        engine=engine,
-        examples=2,
-        seed=0,
-        database=False,
-        capture="worst",
-        isolate="target",
-        timeout=600,
-    )
+    result = isolated(HangsInReplay, engine, examples=2, capture="worst")
     (f,) = result.findings
     assert f.kind.value == "frozen-host-value" and f.where == "_spin_until.total"
     assert "replay never ended" in f.message and "without replaying it" in f.message
@@ -126,16 +121,7 @@ def test_the_fresh_processs_cause_joins_the_earlier_phases_findings():
 
 
 def test_a_later_phases_hang_keeps_the_first_phases_finding(engine, short_floor):
-    result = graphsafe.check(
-        HangsInALaterPhase,
-        engine=engine,
-        examples=12,
-        seed=0,
-        database=False,
-        capture=("worst", "minimal"),
-        isolate="target",
-        timeout=600,
-    )
+    result = isolated(HangsInALaterPhase, engine, examples=12, capture=("worst", "minimal"))
     (f,) = result.findings  # the first phase's, and the fresh process's for the hang: one cause
     assert f.kind.value == "frozen-host-value" and f.details["capture_policy"] == "worst"
     assert any("the findings of the phases before it (1) are kept" in n and "fresh process" in n for n in result.notes)
@@ -153,7 +139,7 @@ def test_the_clock_tells_how_the_hung_example_was_captured():
     replay_clock.install(clock)
     try:
         drawn = {"policy": "drawn", "batch": Batch((1,), (6,), ((1, 2),), seed=11).to_dict()}
-        replay_clock.example([Batch((1,), (2,), ((1,),), seed=5)], drawn)
+        replay_clock.example([Batch((1,), (2,), ((1,),), seed=5)], lambda: drawn)
         replay_clock.step(0)
         replay_clock.replay_started(1)
         late = clock.overdue(now=clock.numbers[1] + replay_clock.HANG_FLOOR_S + 1)
