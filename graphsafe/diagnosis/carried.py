@@ -37,7 +37,9 @@ def carried_inputs(ctx: StepContext, keys: list[int], *, accumulating: bool = Fa
     the graph resets is.  ``accumulating``: only those the replay from zeros also leaves other than zero (an
     accumulator holds what it added; a work counter whose kernel hands it back as it found it, its last program
     resetting it, carries nothing into the next replay).  A graph whose two replays over the same fills differ
-    races (two writes to one place in one launch), and then no buffer is named.  Remembered per graph."""
+    races (two writes to one place in one launch), and then no buffer is named; so does one whose fill's effect
+    does not repeat (filled once more, or zeroed once more, the replay gives something else: a race that was quiet
+    in the first pair).  Remembered per graph."""
     if ctx.unreplayable:  # a replay would fault or never end: nothing can be shown carried
         return []
     known = _CARRIED.setdefault(ctx.graph.recording, {})
@@ -53,13 +55,23 @@ def carried_inputs(ctx: StepContext, keys: list[int], *, accumulating: bool = Fa
                 fill_other(t) if k == key else fill_zero(t)
             return ctx.replay_live()
 
+        def differ(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+            return bool(ctx.comparator.outputs(a, b, ctx.batch, bitwise=True))
+
         try:
             base = replay(None)
             changed = {k: bool(byte_view(t).any()) for k, t in tensors.items()}  # what the replay from zeros left
-            if ctx.comparator.outputs(base, replay(None), ctx.batch, bitwise=True):
+            if differ(base, replay(None)):
                 return []  # the graph differs from itself over the same fills (a race): no buffer is to blame
+            found: dict[int, tuple[bool, bool]] = {}
             for k in tensors:
-                known[k] = (bool(ctx.comparator.outputs(base, replay(k), ctx.batch, bitwise=True)), changed[k])
+                filled = replay(k)
+                if differ(base, filled) and (differ(filled, replay(k)) or differ(base, replay(None))):
+                    # the fill's effect did not repeat, or the zero fill's did not: a race that was quiet in the
+                    # first pair of replays, not a buffer carried from one replay into the next
+                    return []
+                found[k] = (differ(base, filled), changed[k])
+            known.update(found)
         finally:
             saved.restore()
             for k, t in tensors.items():

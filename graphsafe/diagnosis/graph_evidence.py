@@ -29,7 +29,7 @@ from ..capture.statics import randomise_static, static_dict, static_keys
 from ..engines.graph_reader import demangle
 from .context import StepContext
 
-__all__ = ["GraphEvidence", "graph_evidence", "recaptured_replays_as_eager"]
+__all__ = ["GraphEvidence", "graph_evidence", "recaptured_replays_as_eager", "recorded_kernel", "triton_names"]
 
 
 @dataclass
@@ -72,14 +72,19 @@ def unseen_kernels(ctx: StepContext) -> list[str]:
     """Kernels of the replaying graph that no recorded launch accounts for: neither a Triton launch the recorder
     saw (by name) nor a kernel of torch's own libraries (which aten ops launch).  Where there are none, the
     recorded launches already say every host value the graph holds, and a scratch capture would add nothing."""
-    triton = {launch.name for launch in ctx.info.launches if launch.kind == "triton"}
-    out = []
-    for node in ctx.info.graph_map.read.kernels():
-        full = demangle(node.name)
-        if node.label in triton or node.name in triton or any(m in full for m in _TORCH_KERNELS):
-            continue
-        out.append(node.label)
-    return out
+    triton = triton_names(ctx.info.launches)
+    return [node.label for node in ctx.info.graph_map.read.kernels() if not recorded_kernel(node, triton)]
+
+
+def triton_names(launches: Any) -> set[str]:
+    """The names of the Triton kernels among ``launches`` (recorded launches), for :func:`recorded_kernel`."""
+    return {launch.name for launch in launches if launch.kind == "triton"}
+
+
+def recorded_kernel(node: Any, triton: set[str]) -> bool:
+    """Is graph kernel ``node`` one a recorded launch accounts for: a Triton kernel the recorder saw (``triton``:
+    :func:`triton_names`), or a kernel of torch's own libraries (an aten op the recorder saw launch it)?"""
+    return node.label in triton or node.name in triton or any(m in demangle(node.name) for m in _TORCH_KERNELS)
 
 
 def graph_evidence(ctx: StepContext, *, needed: bool = False) -> GraphEvidence | None:

@@ -34,6 +34,7 @@ from ...findings import Finding, FindingKind
 from ..carried import carried_inputs
 from ..context import StepContext
 from ..frozen import frozen_values
+from ..graph_evidence import recorded_kernel, triton_names
 from ..writers import trace_writes
 
 KIND = FindingKind.UNPERSISTED_METADATA
@@ -84,8 +85,11 @@ def _readers(ctx: StepContext) -> dict[int, dict[int, tuple[int, set]]]:
     """storage key -> byte offset -> (where the reads from there end, the launches and graph nodes that start
     reading it there).  A recorded launch reads the region of its argument.  A graph node's pointer says only where
     its reads start: an array there is taken to end where the next array any node points at begins (a library lays
-    a schedule's arrays out one after the other in its workspace), or at the end of the storage."""
+    a schedule's arrays out one after the other in its workspace), or at the end of the storage.  The node of a
+    kernel a recorded launch accounts for, pointing where one of the launches' arguments starts, is that launch
+    seen again in the graph: one reader, counted once."""
     out: dict[int, dict[int, tuple[int, set]]] = {}
+    launched: set[tuple[int, int]] = set()
 
     def add(key: int, lo: int, hi: int, who: tuple) -> None:
         end, whos = out.setdefault(key, {}).get(lo, (lo, set()))
@@ -97,11 +101,18 @@ def _readers(ctx: StepContext) -> dict[int, dict[int, tuple[int, set]]]:
             r = byte_region(v)
             if r is not None:
                 add(v.key, r[0], r[1], ("launch", i))
+                launched.add((v.key, r[0]))
     gmap = ctx.info.graph_map
-    for key, ptrs in (gmap.held() if gmap is not None else {}).items():
+    if gmap is None:
+        return out
+    triton = triton_names(ctx.info.launches)
+    nodes = {n.index: n for n in gmap.read.nodes}
+    for key, ptrs in gmap.held().items():
         starts = sorted({p.at for p in ptrs})
         ends = dict(zip(starts, [*starts[1:], max(gmap.nbytes.get(key, 0), starts[-1] + 4)]))
         for p in ptrs:
+            if (key, p.at) in launched and recorded_kernel(nodes[p.node], triton):
+                continue
             add(key, p.at, ends[p.at], ("node", p.node))
     return out
 

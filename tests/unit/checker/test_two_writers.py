@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 import torch
 
-from graphsafe.capture.graph_map import map_graph
+from graphsafe.capture.graph_map import TARGET, GraphMap, Pointer, map_graph
 from graphsafe.diagnosis.probes.unpersisted_metadata import _overwritten
+from graphsafe.engines.graph_reader import GraphRead, Node
 from graphsafe.engines.launches import Launch, TensorArg
 from tests.fixtures.graphs import load
 
@@ -29,10 +30,18 @@ class Groups:
         self.plan(list(self.second))
 
 
-def ctx_for(target: Groups, readers: int, shape=(4,), eager_same: bool = False):
+def nodes_of(launches: list[Launch], key: int, nbytes: int) -> GraphMap:
+    """The graph a GPU captures of ``launches``: one kernel node each, pointing where its argument starts."""
+    nodes = [Node(i, "kernel", name=launch.name) for i, launch in enumerate(launches)]
+    pointers = [Pointer(i, n.label, 0, 0, key, TARGET, key=key, at=0) for i, n in enumerate(nodes)]
+    return GraphMap(GraphRead(nodes), pointers, {key: ["self.sched"]}, {key: nbytes})
+
+
+def ctx_for(target: Groups, readers: int, shape=(4,), eager_same: bool = False, graph: bool = False):
     key = target.sched.untyped_storage().data_ptr()
     arg = TensorArg(key, "torch.int32", shape, (1,), 0, False)
     launches = [Launch("triton", f"group{i}", {"sched": arg}) for i in range(readers)]
+    gmap = nodes_of(launches, key, target.sched.untyped_storage().nbytes()) if graph else None
     ledger = SimpleNamespace(written=lambda k: k == key)
     evidence = SimpleNamespace(
         graph_read_tensors={key: target.sched},
@@ -44,7 +53,7 @@ def ctx_for(target: Groups, readers: int, shape=(4,), eager_same: bool = False):
     evidence.claim = lambda probe, k, region: evidence.claims.append((probe, k, *region))
     return SimpleNamespace(
         evidence=evidence,
-        info=SimpleNamespace(launches=launches, graph_map=None, paths={key: ["self.sched"]}),
+        info=SimpleNamespace(launches=launches, graph_map=gmap, paths={key: ["self.sched"]}),
         session=SimpleNamespace(target=target),
         padded_batch=None,
     )
@@ -71,6 +80,16 @@ def test_a_region_whose_readers_read_what_eager_reads_is_not_two_writers():
 
 def test_a_region_one_launch_reads_is_not_two_writers():
     assert _overwritten(ctx_for(Groups(), readers=1)) is None
+
+
+def test_a_launchs_own_graph_node_is_the_same_reader_not_a_second():
+    # on a GPU the graph reader sees the recorded launch's kernel again as a node pointing at the same buffer
+    assert _overwritten(ctx_for(Groups(), readers=1, graph=True, eager_same=True)) is None
+
+
+def test_two_launches_seen_in_the_graph_too_are_still_two_readers():
+    f = _overwritten(ctx_for(Groups(), readers=2, graph=True))
+    assert f is not None and f.details["origin"] == "overwritten"
 
 
 def test_a_later_fill_is_a_reset_not_a_second_writer():
