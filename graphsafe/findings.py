@@ -94,6 +94,7 @@ KINDS: dict[FindingKind, KindInfo] = {
         probe="unpersisted_metadata",
         precedence=4,
         symptom=False,
+        without_replay=True,
     ),
     FindingKind.FROZEN_HOST_VALUE: KindInfo(
         explanation="A host value (kernel scalar, grid, tensor shape or Python branch) was computed from the capture batch and frozen into the graph; this batch needs a different value.",

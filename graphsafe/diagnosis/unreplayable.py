@@ -5,7 +5,9 @@ holds the device until the process is killed), so the diagnosis runs in a fresh 
 steps run as before, and at the step whose replay failed only the probes the registry marks ``without_replay``
 run (:attr:`graphsafe.findings.KindInfo.without_replay`): they decide from what needs no replay of this graph,
 the recorded launches against an eager run of this batch (``frozen-host-value``, the graph diff on CUDA too),
-warm-up launches the capture lacks (``lazy-init``) and the liveness of what the graph reads (``stale-pointer``).
+warm-up launches the capture lacks (``lazy-init``), the write ledger of this step's ``prepare()`` against what the
+graph reads (``unpersisted-metadata``, its carried-buffer shape aside) and the liveness of what the graph reads
+(``stale-pointer``).
 Their claims stand untested: the claim and repair experiments replay the graph.  ``None`` when none of them
 explains the step: the caller reports the fault as it was.
 """

@@ -12,6 +12,7 @@ from graphsafe.contract import Batch
 from tests.targets.hangs import HangsInReplay
 from tests.targets.hazards.lazy_guard import LazyTokenMetadata, TokenMetadataOnDevice
 from tests.targets.hazards.split_kv import LazyPlannedSplitKV, PlannedSplitKV
+from tests.targets.hazards.wrong_buffer import PingPongMetadata, PingPongStaging
 
 WORST = {"policy": "worst", "batch": None}
 
@@ -50,6 +51,17 @@ def test_a_write_only_the_warm_up_made_is_named_and_its_safe_twin_gets_nothing(e
     options = CheckOptions(engine=engine)
     assert cause_without_replay(buggy, options, fault(steps, 0, spec.max_reqs)).kinds == {"lazy-init"}
     assert cause_without_replay(safe, options, fault(steps, 0, spec.max_reqs)).findings == []
+
+
+@pytest.mark.parametrize("step", [0, 1])
+def test_metadata_the_graph_reads_from_the_other_copy_is_named_and_its_safe_twin_gets_nothing(engine, step):
+    # a double buffer the graph froze one copy of: this step's prepare() wrote the other
+    spec = PingPongMetadata.default_spec
+    steps = [spec.worst_case_batch(spec.max_reqs, query_len=1, seed=21), spec.worst_case_batch(2, query_len=1, seed=22)]
+    options = CheckOptions(engine=engine)
+    buggy = cause_without_replay(PingPongMetadata, options, fault(steps[: step + 1], step, spec.max_reqs))
+    assert buggy.kinds == {"unpersisted-metadata"} and buggy.findings[0].where.startswith("self.meta[")
+    assert cause_without_replay(PingPongStaging, options, fault(steps[: step + 1], step, spec.max_reqs)).findings == []
 
 
 def test_a_step_outside_the_example_is_a_usage_error():
