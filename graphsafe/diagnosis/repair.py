@@ -94,14 +94,18 @@ def replay_state_kept(ctx: StepContext) -> Iterator[None]:
 Replayed = tuple[list[torch.Tensor], dict[str, torch.Tensor]]  # a replay's live rows and static state (copies)
 
 
-def replay_with(ctx: StepContext, pre: PreReplay, units: Sequence[tuple[torch.Tensor, torch.Tensor]] = ()) -> Replayed:
+def replay_with(
+    ctx: StepContext, pre: PreReplay, units: Sequence[tuple[torch.Tensor, torch.Tensor]] = (), *, copies: bool = True
+) -> Replayed:
     """Replay this step from the state before its replay (``pre``), each view of ``units`` holding the given values
-    first: the live rows and the static state it leaves (copies)."""
+    first: the live rows and the static state it leaves (copies; ``copies=False``: the static tensors themselves,
+    for a caller that reads them before anything else runs)."""
     pre.restore()
     for dst, src in units:
         dst.copy_(src)
     live = ctx.replay_live()
-    return live, {n: t.clone() for n, t in static_dict(ctx.session.target).items()}
+    static = static_dict(ctx.session.target)
+    return live, ({n: t.clone() for n, t in static.items()} if copies else static)
 
 
 def same_replay(x: Replayed, y: Replayed) -> bool:
@@ -267,13 +271,8 @@ def repair(ctx: StepContext) -> Repair:
 
     def trial(units: Units, keys: list[int]) -> bool:
         nonlocal replays
-        pre.restore()
-        for k in keys:
-            for dst, src in units[k]:
-                dst.copy_(src)
         replays += 1
-        live = ctx.replay_live()
-        static = static_dict(ctx.session.target)
+        live, static = replay_with(ctx, pre, [u for k in keys for u in units[k]], copies=False)
         return not ctx.comparator.step(live, ctx.eager_live, static, ctx.eager_static, ctx.batch, ctx.region)
 
     with replay_state_kept(ctx):
