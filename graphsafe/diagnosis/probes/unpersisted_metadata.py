@@ -119,8 +119,15 @@ def _readers(ctx: StepContext) -> dict[int, dict[int, tuple[int, set]]]:
 
 def _fill(write, lo: int, hi: int) -> bool:
     """Did ``write`` put one repeated value into two or more words of ``[lo, hi)`` (a zero_() or fill_(), not a
-    schedule)?  One word alone says nothing either way (a schedule's one chunk size), and is no fill."""
-    vals = write.after[lo:hi][write.mask[lo:hi]]
+    schedule), or leave two or more words there all one value?  The trace sees only the bytes a statement changed:
+    a zero_() over a buffer that held this batch's values changes only the words that were not zero, one word for a
+    one-request batch, and what it leaves says it was a reset.  One word alone says nothing either way (a schedule's
+    one chunk size), and is no fill."""
+    return _one_value(write.after[lo:hi][write.mask[lo:hi]]) or _one_value(write.after[lo:hi])
+
+
+def _one_value(vals: torch.Tensor) -> bool:
+    """Are the bytes ``vals`` two or more words (of 4 bytes where they divide so) of one value?"""
     if vals.numel() % 4 == 0:
         vals = vals.view(-1, 4)
     return len(vals) > 1 and bool((vals == vals[:1]).all())

@@ -96,6 +96,20 @@ def test_a_later_fill_is_a_reset_not_a_second_writer():
     assert _overwritten(ctx_for(Groups(second=(0, 0, 0, 0)), readers=2)) is None
 
 
+class ResetThenWrite(Groups):
+    """Safe: prepare() zeroes the buffer, then writes this batch's one value; the graph reads the final bytes."""
+
+    def prepare(self, batch):
+        self.sched.zero_()
+        self.sched[:1] = torch.tensor([7], dtype=torch.int32)
+
+
+def test_a_reset_that_changed_one_word_is_still_a_reset_not_a_second_writer():
+    target = ResetThenWrite()
+    target.prepare(None)  # the trace starts from this step's prepared bytes: the zero_() changes word 0 only
+    assert _overwritten(ctx_for(target, readers=2)) is None
+
+
 def test_two_writes_past_the_start_of_a_region_two_launches_read_name_where_they_overlap():
     # a library call reads its whole workspace; the plans write their schedule past its first word
     f = _overwritten(ctx_for(Groups(at=2), readers=2, shape=(8,)))
