@@ -167,3 +167,17 @@ def test_two_plans_of_one_word_two_graph_nodes_read_are_two_writers_not_a_fill()
     target = OneWord(rec.sizes[rec.address("int_workspace")], at=7148)  # the next array any node reads: 7152
     f = _overwritten(fixture_ctx(target))
     assert f is not None and f.where == "self.int_workspace[7148:7152]", f
+
+
+def test_a_triton_launch_and_its_node_in_a_graph_read_on_a_gpu_are_one_reader():
+    from graphsafe.diagnosis.probes.unpersisted_metadata import _readers
+
+    rec = load("triton_add")  # add_k(x, y, o) captured on an H200 and read back: one kernel node
+    gmap = map_graph(rec.read, rec.sizes, rec.paths, rec.space)
+    args = {n: TensorArg(rec.address(n), "torch.float32", (1000,), (1,), 0, False) for n in ("x", "y", "o")}
+    ctx = SimpleNamespace(info=SimpleNamespace(launches=[Launch("triton", "add_k", args)], graph_map=gmap))
+    readers = _readers(ctx)
+    assert all(who == {("launch", 0)} for by in readers.values() for _, who in by.values()), readers
+    # a kernel the recorder did not see (another name) is a reader of its own
+    ctx.info.launches = [Launch("triton", "other_k", args)]
+    assert {("launch", 0), ("node", 0)} in [who for by in _readers(ctx).values() for _, who in by.values()]
