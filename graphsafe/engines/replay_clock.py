@@ -97,9 +97,10 @@ def example(steps: Sequence[Any], capture: Callable[[], dict] | None = None) -> 
     c = _clock
     if c is None:
         return
-    data = json.dumps({"steps": [s.to_dict() for s in steps], "capture": capture() if capture else None}).encode()
+    told = [s.to_dict() for s in steps]
+    data = json.dumps({"steps": told, "capture": capture() if capture else None}).encode()
     if len(data) >= PLAN_BYTES:  # (too long to publish whole: the steps alone say which replay hung)
-        data = json.dumps({"steps": [s.to_dict() for s in steps][:64], "capture": None}).encode()[: PLAN_BYTES - 1]
+        data = json.dumps({"steps": told[:64], "capture": None}).encode()[: PLAN_BYTES - 1]
     c.plan[: len(data) + 1] = data + b"\0"
     c.numbers[_EXAMPLE] += 1
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from ...diagnosis.causes import group_by_cause
 from ...engines.userframe import display_path, innermost_user_frame
 from ...errors import ContextBroken, GraphsafeError, ReplayHung
-from ...findings import CheckResult
+from ...findings import KINDS, CheckResult
 
 __all__ = ["death_text", "where_in_dump", "hung_error", "cause_elsewhere"]
 
@@ -123,9 +123,10 @@ def cause_elsewhere(
             first = (again.message.strip().splitlines() or [""])[0]
             saw = f"running that example again in a fresh process to decide its cause failed too ({type(again).__name__}: {first})"
         else:
+            kinds = ", ".join(k.value for k, info in KINDS.items() if info.without_replay)
             saw = (
-                "a fresh process ran that example again, and nothing that needs no replay (a frozen host value, a "
-                f"write only the warm-up made, a freed buffer) explains step {err.step}"
+                f"a fresh process ran that example again, and nothing that needs no replay ({kinds}) explains step "
+                f"{err.step}"
             )
     if result is not None and result.findings:
         for f in result.findings:
