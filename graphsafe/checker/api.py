@@ -326,11 +326,12 @@ def _search(
             f = runner.run(plan, diagnose=final)
             symptom = runner.symptom  # the first difference this run met (diagnosed when final)
             if isinstance(f, Symptom) and f.key not in symptoms:
-                # the first example of this symptom: diagnosed now, once (is it an error at all, and a new cause?)
-                first = runner.run(plan)
+                # the first example of this symptom: diagnosed now, once (is it an error at all, and a new cause?);
+                # a step probe's was where the runner met it (a race may not show in a second run)
+                first = runner.first_diagnoses[f.key] if f.key in runner.first_diagnoses else runner.run(plan)
                 symptoms[f.key] = first if isinstance(first, Finding) else None
                 if not isinstance(first, Finding) or _known_key(first) in known:
-                    runner.dismiss(f.mismatches)  # no error, or a cause an earlier phase reported: search on
+                    runner.dismiss_symptom(f)  # no error, or a cause an earlier phase reported: search on
                     f = first
                 else:
                     _first_seen(first)

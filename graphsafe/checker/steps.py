@@ -12,7 +12,6 @@ import enum
 import math
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -25,7 +24,7 @@ from ..capture.session import CaptureSession, as_target_failure, call_target
 from ..capture.statics import randomise_static, static_dict
 from ..contract import Batch, CaptureSpec, Support
 from ..diagnosis import at_stage
-from ..diagnosis.context import StepContext
+from ..diagnosis.context import StepContext, Symptom
 from ..diagnosis.loop import diagnose
 from ..diagnosis.repair import PreReplay
 from ..diagnosis.unreplayable import WITHOUT_REPLAY, diagnose_without_replay
@@ -42,17 +41,6 @@ class _Verdict(enum.Enum):
 
 
 _GOES_ON: Final = _Verdict.GOES_ON  # a step's finding was info: the example goes on
-
-
-@dataclass(frozen=True)
-class Symptom:
-    """A step whose replay differed from eager, not yet diagnosed: what a search shrinks on.  ``key`` is the first
-    tensor that differed (an output, or a static tensor); the example's finding is decided once, on the example
-    that is left when shrinking ends (:meth:`ExampleRunner.run` with ``diagnose=True``)."""
-
-    key: str
-    mismatches: tuple[Mismatch, ...]
-    step: int
 
 
 def _decade(m: Mismatch) -> int:
@@ -103,6 +91,9 @@ class ExampleRunner:
         #: goes on undiagnosed
         self.dismissed: set[tuple[str, int | None]] = set()
         self.on_diagnose: Callable[[], None] | None = None  # told before a diagnosis (it re-runs the target)
+        #: a step probe's symptom (two replays that differ) explained where this runner first met it, by key: a
+        #: race may not show again when the example runs once more (None: no error, or a kind not reported)
+        self.first_diagnoses: dict[str, Finding | None] = {}
         #: a step index whose replay faulted or never ended in another process: that step is diagnosed without
         #: replaying it (:mod:`graphsafe.diagnosis.unreplayable`), and the example ends there
         self.unreplayable_step: int | None = None
@@ -218,6 +209,21 @@ class ExampleRunner:
         go on undiagnosed."""
         self.dismissed |= {(m.tensor, _decade(m) if magnitude else None) for m in mismatches}
 
+    def dismiss_symptom(self, symptom: Symptom) -> None:
+        """Let later examples with this symptom go undiagnosed: a replay-against-eager symptom's tensors (as
+        :meth:`dismiss`: the example goes on), or two replays that differ (the example ends there, as one whose race
+        was explained: what a racing replay then gives against eager is no evidence of another cause)."""
+        if symptom.of == "eager":
+            self.dismiss(symptom.mismatches)
+        self.dismissed.add((symptom.key, None))
+
+    def _wants_diagnosis(self, symptom: Symptom) -> bool:
+        """Should a step probe explain ``symptom`` now: not when dismissed; when this run diagnoses, or where the
+        runner first meets it (its explanation kept in :attr:`first_diagnoses` for the search)."""
+        if (symptom.key, None) in self.dismissed:
+            return False
+        return self._diagnose or symptom.key not in self.first_diagnoses
+
     def _dismissed(self, mismatches: list[Mismatch]) -> bool:
         return all({(m.tensor, None), (m.tensor, _decade(m))} & self.dismissed for m in mismatches)
 
@@ -263,10 +269,25 @@ class ExampleRunner:
             ctx = self._prepared(session, size, list(history), list(padded), seed, region=region)
             if self._diagnose:  # the buffers the graph reads as this replay will: the repair experiment's start
                 ctx.before_replay = PreReplay(ctx)
+            ctx.wants_diagnosis = self._wants_diagnosis
             for probe in at_stage("step"):
                 f = probe.run(ctx)
+                seen, ctx.symptom = ctx.symptom, None
+                if seen is not None and (seen.key, None) in self.dismissed:
+                    return None  # explained before as no error or a cause reported already: the example ends here
+                if seen is not None and not self._diagnose:  # shrinking: the search goes on the symptom
+                    if f is not None:  # explained where this runner first met it
+                        f = self._finish(f, probe.name, ctx)
+                        self.first_diagnoses[seen.key] = f if f.kind.value in self.enabled else None
+                    self.symptom = self.symptom or seen
+                    return seen
                 if f is not None:  # explained: reported, or the check does not report this kind
-                    return self._finish(f, probe.name, ctx) if f.kind.value in self.enabled else None
+                    if f.kind.value not in self.enabled:
+                        return None
+                    f = self._finish(f, probe.name, ctx)
+                    if seen is not None:  # the symptom's diagnosis: raised as the symptom the search shrank on
+                        self.symptom, self.diagnosed = self.symptom or seen, f
+                    return f
             # Wait for the replay here, although the clones and the eager run would queue behind it: a
             # device fault (an illegal address, a trap) then surfaces in the replay, not in the target's
             # eager prepare() where it would pass for the target's own error; and nothing the graph

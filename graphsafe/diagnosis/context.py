@@ -9,6 +9,7 @@ outputs and static state and the mismatches, and its ``evidence``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,20 @@ from ..engines import Engine, Graph
 from ..errors import InternalError
 from ..findings import Mismatch
 
-__all__ = ["StepContext"]
+__all__ = ["StepContext", "Symptom"]
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """What a search shrinks on, not yet diagnosed: a step whose replay differed from eager (``of="eager"``; ``key``
+    is the first tensor that differed, an output or a static tensor), or two replays of one prepared batch that
+    differed (``of="replays"``, seen by the nondeterministic-replay probe).  The example's finding is decided once,
+    on the example that is left when shrinking ends (``ExampleRunner.run`` with ``diagnose=True``)."""
+
+    key: str
+    mismatches: tuple[Mismatch, ...]
+    step: int
+    of: str = "eager"
 
 
 @dataclass
@@ -51,6 +65,10 @@ class StepContext:
     before_replay: Any = None  # a PreReplay (graphsafe.diagnosis.repair), saved by a run that diagnoses
     #: this step's replay faulted or never ended in another process: nothing may replay the graph here
     unreplayable: bool = False
+    #: asked by a step probe that saw a :class:`Symptom` (set as ``symptom``): explain it now?  False while a
+    #: search shrinks (the example that is left is explained once), or for a symptom the check dismissed
+    wants_diagnosis: Callable[[Symptom], bool] = lambda _symptom: True
+    symptom: Symptom | None = None  # what a step probe saw at this step (the runner takes it)
 
     @property
     def batch(self) -> Batch:

@@ -10,6 +10,9 @@ writing (an accumulator or a work counter that only ``prepare`` resets) are look
 replaying over two fills of each: the finding names the one that carries a replay into the next.
 First, though, the replays may race through padded rows an earlier batch left behind: when they agree once
 those rows hold fresh values, that is reported as ``stale-padding`` (:func:`graphsafe.diagnosis.padding.race`).
+Those experiments re-run the step on fresh instances many times: while a search shrinks, two replays that differ
+are only a :class:`~graphsafe.diagnosis.context.Symptom` (``ctx.symptom``; the probe returns None), explained where
+the check first meets it and on the example that is left (``ctx.wants_diagnosis``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ...capture.statewalk import paths_by_storage
 from ...capture.statics import SavedStatics, static_dict
 from ...findings import Finding, FindingKind
 from ..carried import carried_inputs, written_inputs
-from ..context import StepContext
+from ..context import StepContext, Symptom
 from ..padding import race
 
 KIND = FindingKind.NONDETERMINISTIC_REPLAY
@@ -33,6 +36,9 @@ def run(ctx: StepContext) -> Finding | None:
     if not mism:
         return None
     m = mism[0]
+    ctx.symptom = Symptom(f"replays differ: {m.tensor}", tuple(mism), ctx.step_index, of="replays")
+    if not ctx.wants_diagnosis(ctx.symptom):  # shrinking: the example that is left is explained, once
+        return None
     msg = f"two replays of one prepared batch differ in {m.tensor}: {m.count}/{m.total} values, max abs {m.max_abs:.3g}"
     padding, why = race(ctx, saved, mism)  # a race through padded rows an earlier batch left
     if padding is not None:
