@@ -27,16 +27,17 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
     ctx.evidence = Evidence(ctx)
     heat = heatmap(ctx)
     experiment: list[Repair] = []  # the repair experiment, run once when first needed
+    aside: list[str] = []  # buffer claims set aside on a step whose replays race
     # two replays of this step that differ make every claim read off one replay unsafe: the race experiment first
     # (the nondeterministic-replay probe runs it on each example's first step only)
-    raced = _race(ctx)
+    raced, racing = _race(ctx)
     if raced is not None:  # they agree once the padded rows hold fresh values, or the padding aliases live rows
         raced.heatmap = heat
         return raced, raced.kind.value
 
     def repaired() -> Repair:
-        if not experiment:
-            experiment.append(repair(ctx))
+        if not experiment:  # a repair is judged by one replay: on replays that race, it proves nothing
+            experiment.append(repair(ctx) if racing is None else Repair(False))
         return experiment[0]
 
     for probe in at_stage("diagnosis"):
@@ -44,6 +45,10 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
         if f is None:
             continue
         if f.kind in _BUFFER_CLAIMS and f.cause.startswith("buffer:"):
+            if racing is not None:  # the race experiment saw this step's replays differ, not through the padding
+                ctx.evidence.note(probe.name, _READ_OFF_A_RACE.format(f.where))
+                aside.append(f"{f.kind.value} {f.where}")
+                continue
             rep = repaired()
             claimed = _claimed(ctx, f.cause[len("buffer:") :])
             if rep.fixed and claimed and not claimed & rep.differing:
@@ -55,15 +60,11 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
                 continue
             claim = inert(ctx, claimed, ctx.evidence.claimed.get(probe.name)) if not rep.fixed else None
             if claim is not None and claim.race:  # the replays race here after all: the race experiment decides
-                raced = _race(ctx, claim.race)
+                raced, _ = _race(ctx, claim.race)
                 if raced is not None:
                     raced.heatmap = heat
                     return raced, raced.kind.value
-                ctx.evidence.note(
-                    probe.name,
-                    f"named {f.where}, but two replays of this step differ, and no repair fixes the replay: a claim "
-                    "read off one replay of a racing graph",
-                )
+                ctx.evidence.note(probe.name, _READ_OFF_A_RACE.format(f.where))
                 continue
             if claim is not None and claim.inert:
                 ctx.evidence.note(
@@ -86,6 +87,24 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
         frozen.heatmap = heat
         return frozen, frozen.kind.value
     m = ctx.mismatches[0]
+    if racing is not None:  # nothing names a cause, and the replays of this step differ from each other
+        r = racing[0][0]
+        f = Finding(
+            kind=FindingKind.NONDETERMINISTIC_REPLAY,
+            message=(
+                f"{m.tensor} differs from eager ({m.count}/{m.total}, max abs {m.max_abs:.3g}), and two replays of "
+                f"this step's prepared batch differ from each other in {r.tensor} ({r.count}/{r.total}); no probe "
+                "names a cause an experiment can confirm, and a repair cannot be judged on replays that race"
+                + (f" (set aside: {', '.join(aside)}, read off one replay)" if aside else "")
+                + f"; not stale padding: {racing[1]}"
+            ),
+            where=m.tensor,
+            mismatches=ctx.mismatches,
+            heatmap=heat,
+            cause=f"output:{m.tensor}",
+            details={"padding": racing[1], "set_aside": aside},
+        )
+        return f, FindingKind.NONDETERMINISTIC_REPLAY.value
     looked = ruled_out(ctx)
     if rep.tried:
         looked.append(
@@ -109,15 +128,18 @@ def diagnose(ctx: StepContext) -> tuple[Finding, str]:
     return f, ""
 
 
-def _race(ctx: StepContext, seen: list[Mismatch] | None = None) -> Finding | None:
+def _race(
+    ctx: StepContext, seen: list[Mismatch] | None = None
+) -> tuple[Finding | None, tuple[list[Mismatch], str] | None]:
     """The race experiment at the diagnosed step (the nondeterministic-replay probe runs it on each example's first
     step only), before any probe: replay this step's prepared batch twice from the state the replay started from, up
     to :data:`~graphsafe.diagnosis.padding.RACE_PAIRS` times (a race can land alike twice), or take ``seen`` (where
     two replays already differed); when they differ, :func:`~graphsafe.diagnosis.padding.race` asks whether the
-    padding makes them race."""
+    padding makes them race.  ``(its finding, None)``; or ``(None, (where two replays differed, why the padding is
+    not the cause))`` for replays that race for another reason; or ``(None, None)``: they never differed."""
     pre = ctx.before_replay
     if pre is None:
-        return None
+        return None, None
     with replay_state_kept(ctx):
         mism = seen or []
         for _ in range(0 if seen else RACE_PAIRS):
@@ -126,12 +148,17 @@ def _race(ctx: StepContext, seen: list[Mismatch] | None = None) -> Finding | Non
             if mism:
                 break
         if not mism:
-            return None
+            return None, None
         pre.restore()
-        found, _ = race(ctx, pre.statics, mism)
-        return found
+        found, why = race(ctx, pre.statics, mism)
+        return found, (None if found is not None else (mism, why))
 
 
+#: a buffer claim on a step whose replays race (not through the padding): no repair can be judged there
+_READ_OFF_A_RACE = (
+    "named {}, but two replays of this step differ, and no repair fixes the replay: a claim read off one replay of a "
+    "racing graph"
+)
 #: kinds whose probes name a buffer from its history: the repair experiment must not name another
 _BUFFER_CLAIMS = {FindingKind.LAZY_INIT, FindingKind.UNPERSISTED_METADATA}
 _SLICE = re.compile(r"\[[^\[\]]*\]$")

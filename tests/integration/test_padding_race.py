@@ -15,6 +15,7 @@ from graphsafe import Batch
 from tests.targets.races import (
     RacyCache,
     RacyCacheLiveCollision,
+    RacyCacheOneSlot,
     RacyCachePaddedAlias,
     RacyCacheSharedSlot,
     RacyCacheStaleSlots,
@@ -67,6 +68,17 @@ def test_a_race_between_live_rows_stays_nondeterministic_replay():
     r = reproduce(RacyCacheLiveCollision)
     assert [f.kind.value for f in r.findings] == ["nondeterministic-replay"], r.summary()
     assert "not stale padding" in r.findings[0].message
+
+
+def test_a_race_first_met_at_a_later_step_is_nondeterministic_replay_not_a_lucky_repair():
+    one = Batch(query_lens=(1,), seq_lens=(1,), block_table=((5,),), seed=13)  # one token: nothing to race
+    torch.manual_seed(0)
+    r = graphsafe.reproduce(RacyCacheOneSlot, [one, STEP], capture_batch=CAPTURE, capture_size=8, engine="emulate")
+    assert [f.kind.value for f in r.findings] == ["nondeterministic-replay"], r.summary()
+    f = r.findings[0]
+    assert f.step == 1
+    assert "a repair cannot be judged on replays that race" in f.message
+    assert "not stale padding" in f.message
 
 
 def test_the_same_cache_with_its_padding_in_the_null_block_passes():

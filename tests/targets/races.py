@@ -14,6 +14,8 @@ twice keeps either value, and two replays of one batch can differ, exactly when 
   or not: a race that is not the padding's history, so nondeterministic-replay.
 * ``RacyCacheLiveCollision``: the last two live tokens share a slot (padding harmless): a race in live rows,
   nondeterministic-replay.
+* ``RacyCacheOneSlot``: every live token of a batch writes the first one's slot (padding harmless): a race in
+  live rows that a one-token batch never shows, so an example meets it at a later step: nondeterministic-replay.
 * ``RacyCachePaddedAlias``: a padded batch's padding rows aim at live tokens' slots (an unpadded batch's go to the
   null block): fresh padding races alike, but the same step unpadded never does: stale-padding.
 """
@@ -88,6 +90,17 @@ class RacyCacheLiveCollision(RacyCache):
         n = batch.num_tokens
         if n > 1:
             self.slots[n - 1] = self.slots[n - 2]  # BUG: two live rows, one slot
+
+
+class RacyCacheOneSlot(RacyCache):
+    """Buggy: every live token is given the first one's slot (padding goes to the null block)."""
+
+    expected = "nondeterministic-replay"
+
+    def prepare(self, batch):
+        super().prepare(batch)
+        n = batch.num_tokens
+        self.slots[1:n] = self.slots[0]  # BUG: all live rows, one slot
 
 
 class RacyCachePaddedAlias(RacyCache):
