@@ -219,10 +219,14 @@ class ExampleRunner:
 
     def _wants_diagnosis(self, symptom: Symptom) -> bool:
         """Should a step probe explain ``symptom`` now: not when dismissed; when this run diagnoses, or where the
-        runner first meets it (its explanation kept in :attr:`first_diagnoses` for the search)."""
+        runner first meets it (its explanation kept in :attr:`first_diagnoses` for the search).  A yes is a
+        diagnosis (:attr:`on_diagnose` is told)."""
         if (symptom.key, None) in self.dismissed:
             return False
-        return self._diagnose or symptom.key not in self.first_diagnoses
+        wanted = self._diagnose or symptom.key not in self.first_diagnoses
+        if wanted and self.on_diagnose is not None:
+            self.on_diagnose()
+        return wanted
 
     def _dismissed(self, mismatches: list[Mismatch]) -> bool:
         return all({(m.tensor, None), (m.tensor, _decade(m))} & self.dismissed for m in mismatches)

@@ -20,3 +20,18 @@ def test_progress_names_searching_then_diagnosing_then_shrinking():
     assert stages.index("diagnosing") < stages.index("shrinking")  # the failing example was diagnosed first
     assert sum(s != "diagnosing" for s in stages) == result.calls  # after every example, once
     assert all(p.phase == "minimal" for p in seen)
+
+
+def test_progress_names_diagnosing_before_two_racing_replays_are_explained():
+    import torch
+
+    from tests.targets.races import RacyCacheSharedSlot
+
+    seen: list[Progress] = []
+    torch.manual_seed(0)
+    options = CheckOptions(engine="emulate", seed=0, database=False, capture="worst", examples=10)
+    result = run_check(RacyCacheSharedSlot, options, progress=seen.append)
+    assert result.kinds == {"nondeterministic-replay"}
+    stages = [p.stage for p in seen]
+    assert "diagnosing" in stages
+    assert stages.index("diagnosing") < stages.index("shrinking")
