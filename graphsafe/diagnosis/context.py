@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -36,7 +36,7 @@ class Symptom:
     key: str
     mismatches: tuple[Mismatch, ...]
     step: int
-    of: str = "eager"
+    of: Literal["eager", "replays"] = "eager"
 
 
 @dataclass
