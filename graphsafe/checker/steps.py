@@ -213,9 +213,10 @@ class ExampleRunner:
         """Let later examples with this symptom go undiagnosed: a replay-against-eager symptom's tensors (as
         :meth:`dismiss`: the example goes on), or two replays that differ (the example ends there, as one whose race
         was explained: what a racing replay then gives against eager is no evidence of another cause)."""
-        if symptom.of == "eager":
+        if symptom.of == "eager":  # (its key is its first mismatch's tensor)
             self.dismiss(symptom.mismatches)
-        self.dismissed.add((symptom.key, None))
+        else:
+            self.dismissed.add((symptom.key, None))
 
     def _wants_diagnosis(self, symptom: Symptom) -> bool:
         """Should a step probe explain ``symptom`` now: not when dismissed; when this run diagnoses, or where the

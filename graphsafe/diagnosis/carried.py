@@ -66,11 +66,12 @@ def carried_inputs(ctx: StepContext, keys: list[int], *, accumulating: bool = Fa
             found: dict[int, tuple[bool, bool]] = {}
             for k in tensors:
                 filled = replay(k)
-                if differ(base, filled) and (differ(filled, replay(k)) or differ(base, replay(None))):
+                moved = differ(base, filled)
+                if moved and (differ(filled, replay(k)) or differ(base, replay(None))):
                     # the fill's effect did not repeat, or the zero fill's did not: a race that was quiet in the
                     # first pair of replays, not a buffer carried from one replay into the next
                     return []
-                found[k] = (differ(base, filled), changed[k])
+                found[k] = (moved, changed[k])
             known.update(found)
         finally:
             saved.restore()
