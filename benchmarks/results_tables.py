@@ -181,6 +181,38 @@ def _throughput(d: dict[str, Any]) -> list[Table]:
     return [Table("Steps per second", header, rows, lines)]
 
 
+def _throughput_ab(d: dict[str, Any]) -> list[Table]:
+    lines = [
+        f"`benchmarks/throughput_ab.py --engine {d['engine']} --examples {d['examples']}`: this tree and a baseline, "
+        "each in a warm process of its own, rounds alternating between them (bare loop, `worst` check, default check); "
+        "per tree the median of its rounds' ratios to its own bare loop, and the median over pairs of rounds of this "
+        "tree's ratio minus the baseline's."
+    ]
+    if d.get("note"):
+        lines.append(d["note"])
+    header = ["baseline", "when", "backend", "rounds", "`worst`: here, baseline", "paired difference"]
+    header += ["default: here, baseline", "paired difference", "bare loop steps/s"]
+    rows = []
+    for run in d["runs"]:
+        for r in run["rows"]:
+            w, df = r["worst"], r["default"]
+            bare = [x for v in r["bare_steps_per_s"].values() for x in v]
+            rows.append(
+                [
+                    _short(run["label"], 32),
+                    str(run.get("when", "-"))[:16],
+                    f"`{r['variant']}`",
+                    str(run["rounds"]),
+                    f"{_num(w['this_median'])}, {_num(w['baseline_median'])}",
+                    f"{w['paired_difference_median']:+.3f}",
+                    f"{_num(df['this_median'])}, {_num(df['baseline_median'])}",
+                    f"{df['paired_difference_median']:+.3f}",
+                    f"{min(bare):.0f}-{max(bare):.0f}" if bare else "-",
+                ]
+            )
+    return [Table("Paired rounds, this tree against a baseline", header, rows, lines)]
+
+
 def _cpu_time(d: dict[str, Any]) -> list[Table]:
     base, head = d["runs"]["base"], d["runs"]["head"]
     lines = [
@@ -576,6 +608,7 @@ def _mutants(d: dict[str, Any]) -> list[Table]:
 #: file-name pattern -> renderer (the first match wins)
 RENDERERS: list[tuple[str, Callable[[dict[str, Any]], list[Table]]]] = [
     (r"detection-.*\.json", _detection),
+    (r"throughput-ab-.*\.json", _throughput_ab),
     (r"throughput-.*\.json", _throughput),
     (r"conformance-.*\.json", _conformance),
     (r"cpu-time-.*\.json", _cpu_time),

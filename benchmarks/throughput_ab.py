@@ -1,7 +1,7 @@
 """Throughput of this tree against another checkout of graphsafe (a baseline), round by round, on the same host.
 
-    python benchmarks/throughput_ab.py --baseline DIR [--engine E] [--only NAME ...] [--rounds 12]
-                                       [--examples 200] [--steps 4] [--out DIR]
+    python benchmarks/throughput_ab.py --baseline DIR [--label TEXT] [--engine E] [--only NAME ...] [--rounds 12]
+                                       [--examples 200] [--steps 4] [--out DIR] [--merge]
 
 ``throughput.py`` measures one tree.  On a shared host the bare loop's speed drifts (on an H200 host it measured
 556 and 1086 steps/s within minutes), so two trees measured one after the other differ by the host's moment as
@@ -15,7 +15,10 @@ bare loop's; per tree the row gives the median of its rounds' ratios, and the me
 The baseline needs a ``benchmarks/throughput.py`` with ``draw_plans``, ``bare_loop``, ``through_graphsafe`` and
 ``warm_up`` of today's signatures (every release since the benchmark was added).  One variant at a time runs; with
 several ``--only`` names, each gets its own pair of processes.
-Results: ``throughput-ab-<engine>-<machine>.json``.
+Two processes of one tree differ too (where the host places them): measured against a copy of itself, a tree's
+paired difference came out between -0.03 and +0.07 over six rounds, so a difference inside that is not the code's.
+Results: ``throughput-ab-<engine>-<machine>.json``, one entry of ``runs`` per invocation (``--label`` says what the
+baseline is; ``--merge`` adds this run to the file's earlier ones).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -113,6 +117,20 @@ def row(name: str, sides: dict[str, list[dict]]) -> dict:
     return out
 
 
+def merged(earlier: dict | None, data: dict) -> dict:
+    """``data``'s run after ``earlier``'s runs, where both measured the same engine, examples and steps (a row of
+    another setting would not compare); ``ValueError`` saying which setting differs otherwise."""
+    if not earlier:
+        return data
+    for key in ("engine", "examples", "steps"):
+        if earlier.get(key) != data[key]:
+            raise ValueError(
+                f"--merge: the result file there measured {key}={earlier.get(key)!r}, this run {data[key]!r}; "
+                "write this run to another --out folder"
+            )
+    return {**data, "runs": [*earlier.get("runs", []), *data["runs"]]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", help="the root of another graphsafe checkout")
@@ -123,6 +141,8 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=200)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--label", default=None, help="what the baseline is, for the table (default: its folder's name)")
+    ap.add_argument("--merge", action="store_true", help="add this run to the runs of the result file already there")
     a = ap.parse_args()
     if a.worker:
         worker(a.worker, a.only[0], a.engine, a.examples, a.steps)
@@ -137,6 +157,8 @@ def main() -> None:
     from graphsafe import reference
 
     trees = {"this": _util.ROOT, "baseline": Path(a.baseline).resolve()}
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    earlier: dict | None = None  # the file's earlier runs, read once (--merge)
     rows = []
     for name in a.only or reference.FIXED:
         sides = {label: Side(label, tree, a, name) for label, tree in trees.items()}
@@ -165,17 +187,19 @@ def main() -> None:
             f"{d['paired_difference_median']:+}",
             flush=True,
         )
-        _util.write(
-            f"throughput-ab-{ready['this']['engine']}",
-            {
-                "baseline": str(trees["baseline"]),
-                "rounds": a.rounds,
-                "examples": a.examples,
-                "steps": a.steps,
-                "rows": rows,
-            },
-            a.out,
-        )
+        this_run = {
+            "label": a.label or trees["baseline"].name,
+            "baseline": str(trees["baseline"]),
+            "rounds": a.rounds,
+            "when": started,
+            "rows": rows,
+        }
+        data = {"engine": ready["this"]["engine"], "examples": a.examples, "steps": a.steps, "runs": [this_run]}
+        if earlier is None:
+            path = Path(a.out or os.environ.get("OUT") or _util.RESULTS)
+            path /= f"throughput-ab-{data['engine']}-{_util.machine_tag()}.json"
+            earlier = json.loads(path.read_text()) if a.merge and path.exists() else {}
+        _util.write(f"throughput-ab-{data['engine']}", merged(earlier, data), a.out)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 _path = Path(__file__).resolve().parents[2] / "benchmarks" / "throughput_ab.py"
 _spec = importlib.util.spec_from_file_location("throughput_ab", _path)  # benchmarks/ is not a package
 ab = importlib.util.module_from_spec(_spec)
@@ -40,3 +42,21 @@ def test_a_check_that_fails_in_any_round_marks_the_row_not_ok():
     bad = _round(1000, 650, 500)
     bad["worst"][2] = False
     assert ab.row("v", {"this": [_round(1000, 650, 500)], "baseline": [bad]})["ok"] is False
+
+
+def test_merge_adds_this_run_after_the_files_earlier_runs():
+    earlier = {"engine": "cuda", "examples": 200, "steps": 4, "runs": [{"label": "old"}]}
+    data = {"engine": "cuda", "examples": 200, "steps": 4, "runs": [{"label": "new"}]}
+    assert [r["label"] for r in ab.merged(earlier, data)["runs"]] == ["old", "new"]
+
+
+def test_merge_refuses_a_run_of_other_settings_naming_the_setting():
+    earlier = {"engine": "cuda", "examples": 50, "steps": 4, "runs": [{"label": "old"}]}
+    data = {"engine": "cuda", "examples": 200, "steps": 4, "runs": [{"label": "new"}]}
+    with pytest.raises(ValueError, match="examples=50"):
+        ab.merged(earlier, data)
+
+
+def test_without_an_earlier_file_the_run_is_the_whole_result():
+    data = {"engine": "cuda", "examples": 200, "steps": 4, "runs": [{"label": "new"}]}
+    assert ab.merged({}, data) == data
