@@ -43,10 +43,14 @@ def machine_tag() -> str:
     return "gpu" if torch.cuda.is_available() else "cpu"
 
 
+def result_path(name: str, out_dir: str | None = None) -> Path:
+    """Where :func:`write` puts the result ``name``: ``out_dir``, else ``$OUT``, else ``benchmarks/results``."""
+    return Path(out_dir or os.environ.get("OUT") or RESULTS) / f"{name}-{machine_tag()}.json"
+
+
 def write(name: str, data: dict, out_dir: str | None = None) -> Path:
-    out = Path(out_dir or os.environ.get("OUT") or RESULTS)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}-{machine_tag()}.json"
+    path = result_path(name, out_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"machine": machine(), **data}, indent=1))
     print(f"wrote {path}")
     return path

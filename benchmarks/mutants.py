@@ -220,7 +220,7 @@ def main() -> None:
         return
 
     if a.rejudge:
-        path = Path(a.out or os.environ.get("OUT") or _util.RESULTS) / f"mutants-{a.engine}-{_util.machine_tag()}.json"
+        path = _util.result_path(f"mutants-{a.engine}", a.out)
         data = json.loads(path.read_text())
         for r in data["rows"]:
             _judge(r)
@@ -276,7 +276,7 @@ def main() -> None:
         print(f"oracle: {len(oracle) - len(wrong)} of {len(oracle)} registered targets as registered; wrong: {wrong}")
     rows: list[dict] = []
     t_all = time.perf_counter()
-    path = Path(a.out or os.environ.get("OUT") or _util.RESULTS) / f"mutants-{a.engine}-{_util.machine_tag()}.json"
+    path = _util.result_path(f"mutants-{a.engine}", a.out)
     ids = [p["id"] for p in plan]
     kept: list[dict] = []
     if (a.merge or a.resume) and path.exists():

@@ -158,7 +158,7 @@ def main() -> None:
 
     trees = {"this": _util.ROOT, "baseline": Path(a.baseline).resolve()}
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    earlier: dict | None = None  # the file's earlier runs, read once (--merge)
+    earlier: dict | None = None  # the result file's earlier runs (--merge), read at the first variant
     rows = []
     for name in a.only or reference.FIXED:
         sides = {label: Side(label, tree, a, name) for label, tree in trees.items()}
@@ -171,6 +171,14 @@ def main() -> None:
                     "installed graphsafe shadows the tree (run from a virtual environment without it, or install "
                     "neither tree)"
                 )
+        settings = {"engine": ready["this"]["engine"], "examples": a.examples, "steps": a.steps}
+        if earlier is None:  # --merge: the file's runs so far, checked before any round (the engine known now)
+            path = _util.result_path(f"throughput-ab-{settings['engine']}", a.out)
+            there = json.loads(path.read_text()) if a.merge and path.exists() else {}
+            try:
+                earlier = merged(there, {**settings, "runs": []})
+            except ValueError as e:
+                raise SystemExit(str(e)) from None
         done: dict[str, list[dict]] = {label: [] for label in sides}
         for i in range(a.rounds):
             for label in ("this", "baseline") if i % 2 == 0 else ("baseline", "this"):
@@ -194,12 +202,7 @@ def main() -> None:
             "when": started,
             "rows": rows,
         }
-        data = {"engine": ready["this"]["engine"], "examples": a.examples, "steps": a.steps, "runs": [this_run]}
-        if earlier is None:
-            path = Path(a.out or os.environ.get("OUT") or _util.RESULTS)
-            path /= f"throughput-ab-{data['engine']}-{_util.machine_tag()}.json"
-            earlier = json.loads(path.read_text()) if a.merge and path.exists() else {}
-        _util.write(f"throughput-ab-{data['engine']}", merged(earlier, data), a.out)
+        _util.write(f"throughput-ab-{settings['engine']}", merged(earlier, {**settings, "runs": [this_run]}), a.out)
 
 
 if __name__ == "__main__":
